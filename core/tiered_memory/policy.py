@@ -1,0 +1,194 @@
+"""Every tunable number of DESIGN.md, in one place.
+
+`Policy` is the single config object; the engine, the sweep and the retrieval code
+read their numbers from it and from nowhere else. All sections are frozen so a
+running engine cannot be half-reconfigured.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .models import MemoryType, Tier
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class DecayPolicy(BaseModel):
+    """Half-lives and floors behind retention (DESIGN.md section 3)."""
+
+    model_config = _FROZEN
+
+    half_life_days: dict[MemoryType, float] = Field(
+        default_factory=lambda: {
+            MemoryType.PROCEDURAL: 180.0,
+            MemoryType.FACTUAL: 90.0,
+            MemoryType.PROJECT: 45.0,
+            MemoryType.EPISODIC: 10.0,
+        }
+    )
+    floor: float = Field(default=0.0, ge=0.0, le=1.0)
+    core_floor: float = Field(default=0.60, ge=0.0, le=1.0)
+    frequency_saturation: int = Field(default=32, ge=1)
+
+    @model_validator(mode="after")
+    def _every_type(self) -> DecayPolicy:
+        missing = set(MemoryType) - set(self.half_life_days)
+        if missing:
+            raise ValueError(f"half_life_days lacks {sorted(m.value for m in missing)}")
+        if any(v <= 0 for v in self.half_life_days.values()):
+            raise ValueError("half-lives must be positive")
+        return self
+
+
+class ScoringWeights(BaseModel):
+    """score = tier_factor * (relevance*w_r + retention*w_t + frequency*w_f)."""
+
+    model_config = _FROZEN
+
+    relevance: float = Field(default=0.5, ge=0.0)
+    retention: float = Field(default=0.3, ge=0.0)
+    frequency: float = Field(default=0.2, ge=0.0)
+    tier_factor: dict[Tier, float] = Field(
+        default_factory=lambda: {
+            Tier.HOT: 1.0,
+            Tier.WARM: 1.0,
+            Tier.COLD: 0.5,
+            Tier.ARCHIVED: 1 / 1.2,
+        }
+    )
+
+
+class FusionWeights(BaseModel):
+    """Hybrid relevance: min-max normalised vector, lexical and graph strengths."""
+
+    model_config = _FROZEN
+
+    vector: float = Field(default=0.6, ge=0.0)
+    keyword: float = Field(default=0.3, ge=0.0)
+    graph: float = Field(default=0.1, ge=0.0)
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> FusionWeights:
+        if self.vector + self.keyword + self.graph <= 0:
+            raise ValueError("at least one fusion weight must be positive")
+        return self
+
+
+class BudgetShares(BaseModel):
+    """How an injection budget is split across tiers before leftovers are shared."""
+
+    model_config = _FROZEN
+
+    pinned: float = Field(default=0.25, ge=0.0, le=1.0)
+    hot: float = Field(default=0.45, ge=0.0, le=1.0)
+    warm: float = Field(default=0.25, ge=0.0, le=1.0)
+    cold: float = Field(default=0.05, ge=0.0, le=1.0)  # archived hits share COLD's
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> BudgetShares:
+        total = self.pinned + self.hot + self.warm + self.cold
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"budget shares must sum to 1.0, got {total:.4f}")
+        return self
+
+
+class RetrievalPolicy(BaseModel):
+    model_config = _FROZEN
+
+    candidates: int = Field(default=50, ge=1, description="vector and lexical top-N per phase")
+    noise_floor: float = Field(
+        default=0.05, description="raw cosine under which a vector-only candidate is dropped"
+    )
+    relevance_threshold: float = Field(
+        default=0.25, description="raw cosine a hit needs to count as 'found' in phase 1"
+    )
+    graph_depth: int = Field(default=1, ge=1, le=3)
+    graph_seeds: int = Field(default=5, ge=0)
+    graph_min_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_items: int = Field(default=20, ge=1)
+    default_budget_tokens: int = Field(default=1000, ge=0)
+    archived_limit: int = Field(default=3, ge=0)
+
+
+class AssociationPolicy(BaseModel):
+    model_config = _FROZEN
+
+    autolink_top_k: int = Field(default=3, ge=0)
+    autolink_min_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
+    co_recall_boost: float = Field(default=0.1, ge=0.0, le=1.0)
+
+
+class TierPolicy(BaseModel):
+    """The tier transition rules of DESIGN.md section 2."""
+
+    model_config = _FROZEN
+
+    hot_ttl: timedelta = timedelta(hours=72)
+    hot_to_warm_min_importance: float = 0.5
+    warm_idle: timedelta = timedelta(days=60)
+    floor_epsilon: float = 0.001
+    floor_dwell: timedelta = timedelta(days=7)
+    reactivate_uses: int = 3
+    reactivate_distinct_days: int = 2
+    cold_to_archive: timedelta = timedelta(days=180)
+    archive_min_age: timedelta = timedelta(days=90)
+    archive_max_importance: float = 0.3
+    archive_max_recent_uses: int = 2
+    archive_recent_window: timedelta = timedelta(days=90)
+    restore_expansions: int = 3
+    restore_window: timedelta = timedelta(days=30)
+    core_min_uses: int = 8
+    core_min_distinct_days: int = 4
+    core_min_retention: float = 0.6
+    use_days_kept: int = 64
+
+
+class ArchivalPolicy(BaseModel):
+    model_config = _FROZEN
+
+    batch_size: int = Field(default=500, ge=1)
+    summarizer_rate_per_second: float = Field(default=10.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    backoff_base_seconds: float = Field(default=0.5, ge=0)
+    pause_failure_ratio: float = Field(default=0.05, ge=0, le=1)
+
+
+class ConsolidationPolicy(BaseModel):
+    model_config = _FROZEN
+
+    enabled: bool = True
+    retention_below: float = Field(default=0.2, ge=0, le=1)
+    min_similarity: float = Field(default=0.70, ge=0, le=1)
+    max_group: int = Field(default=5, ge=2)
+
+
+class Limits(BaseModel):
+    model_config = _FROZEN
+
+    max_content_chars: int = Field(default=32_000, ge=1)
+    max_namespace_chars: int = Field(default=256, ge=1)
+    max_metadata_bytes: int = Field(default=64_000, ge=2)
+    dedup_similarity: float | None = Field(
+        default=0.95, description="near-duplicates at or above this cosine strengthen instead"
+    )
+
+
+class Policy(BaseModel):
+    """All defaults of DESIGN.md; override any section, e.g. Policy(budget=BudgetShares(...))."""
+
+    model_config = _FROZEN
+
+    decay: DecayPolicy = DecayPolicy()
+    scoring: ScoringWeights = ScoringWeights()
+    fusion: FusionWeights = FusionWeights()
+    budget: BudgetShares = BudgetShares()
+    retrieval: RetrievalPolicy = RetrievalPolicy()
+    associations: AssociationPolicy = AssociationPolicy()
+    tiers: TierPolicy = TierPolicy()
+    archival: ArchivalPolicy = ArchivalPolicy()
+    consolidation: ConsolidationPolicy = ConsolidationPolicy()
+    limits: Limits = Limits()
+    maintenance_interval: timedelta = timedelta(hours=6)

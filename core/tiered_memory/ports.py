@@ -1,0 +1,327 @@
+"""The Protocols the engine talks to; every backend implements one of these.
+
+Every method is async, takes the namespace explicitly and works in batches. Backends
+enforce the namespace inside their own queries (a WHERE clause, a tenant, a MATCH),
+never by filtering results afterwards. Together the ports cover the adapter contract
+of seed 004: CRUD, vector and lexical search, tier migration, links, consolidation
+helpers (filtered scans), counts, batch operations, transactions and clear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from .models import ArchiveRecord, Link, Memory, MemoryType, Neighbor, ObjectInfo, Stats, Tier
+
+Vector = npt.NDArray[np.float32]
+Matrix = npt.NDArray[np.float32]
+
+FilterOp = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "exists"]
+
+
+@dataclass(frozen=True)
+class MetadataFilter:
+    """One condition on a metadata key; a search's filters are ANDed."""
+
+    key: str
+    op: FilterOp
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """What a search may return, besides the tiers it is restricted to."""
+
+    include_forgotten: bool = False  # do_not_inject memories
+    include_superseded: bool = False
+    pinned: bool | None = None  # None: either
+    memory_types: frozenset[MemoryType] | None = None
+    metadata: tuple[MetadataFilter, ...] = ()
+    ids: frozenset[str] | None = None  # restrict to these ids
+
+
+@dataclass(frozen=True)
+class ScanQuery:
+    """A store-side filter for the sweep: every condition is ANDed; None means any.
+
+    `last_used_before` compares coalesce(last_accessed_at, created_at).
+    Results are ordered by id; pass the last id seen as `after_id` to page.
+    """
+
+    tiers: frozenset[Tier]
+    created_before: datetime | None = None
+    last_used_before: datetime | None = None
+    cold_since_before: datetime | None = None
+    tier_changed_before: datetime | None = None
+    importance_at_most: float | None = None
+    importance_at_least: float | None = None
+    min_uses_since_cold: int | None = None
+    min_use_count: int | None = None
+    pinned: bool | None = None
+    core: bool | None = None
+    superseded: bool | None = None
+    used: bool | None = None  # use_count > 0
+    after_id: str | None = None
+    limit: int = 500
+
+
+@dataclass
+class ScoredMemory:
+    """A store's search answer: the memory and its raw score (cosine, or BM25 >= 0)."""
+
+    memory: Memory
+    score: float
+
+
+@dataclass(frozen=True)
+class MemoryPatch:
+    """Fields to change on many memories at once; None leaves a field as it is."""
+
+    pinned: bool | None = None
+    core: bool | None = None
+    do_not_inject: bool | None = None
+    importance: float | None = None
+    superseded_by: str | None = None
+    clear_superseded: bool = False
+    metadata: dict[str, Any] | None = None  # replaces the whole dict
+    updated_at: datetime | None = None
+
+
+@dataclass
+class ScoredArchive:
+    record: ArchiveRecord
+    score: float
+
+
+@dataclass(frozen=True)
+class AccessRecord:
+    """Use of one memory at `when`: use_count+1, last_accessed_at, use_days, cold uses."""
+
+    id: str
+    when: datetime
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Records, their embeddings, lexical index and archive records."""
+
+    async def dimension(self) -> int | None:
+        """The embedding dimension fixed by the first write, or None while empty."""
+
+    async def put_many(self, namespace: str, memories: Sequence[Memory]) -> None:
+        """Insert new memories (each with an embedding). An existing id is a ValidationError."""
+
+    async def get_many(
+        self, namespace: str, ids: Sequence[str], *, with_embeddings: bool = False
+    ) -> dict[str, Memory]:
+        """The live (HOT/WARM/COLD) memories among `ids`; unknown ids are absent."""
+
+    async def patch_many(self, namespace: str, ids: Sequence[str], patch: MemoryPatch) -> int:
+        """Apply `patch`; returns how many memories changed."""
+
+    async def delete_many(self, namespace: str, ids: Sequence[str]) -> int:
+        """Hard delete live memories; returns how many were deleted."""
+
+    async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
+        """Move live memories to HOT, WARM or COLD. Entering COLD sets cold_since and
+        resets uses_since_cold; leaving COLD clears cold_since. Idempotent."""
+
+    async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
+        """Count uses in one batch (use_count, last_accessed_at, use_days, cold uses)."""
+
+    async def vector_search(
+        self,
+        namespace: str,
+        query: Vector,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = SearchFilter(),
+    ) -> list[ScoredMemory]:
+        """Top-k by cosine similarity among live memories of `tiers`, best first."""
+
+    async def lexical_search(
+        self,
+        namespace: str,
+        text: str,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = SearchFilter(),
+    ) -> list[ScoredMemory]:
+        """Top-k by BM25 (higher is better, >= 0) among live memories of `tiers`."""
+
+    async def scan(self, namespace: str, query: ScanQuery) -> list[Memory]:
+        """A page of memories matching store-side filters, ordered by id."""
+
+    async def list_ids(
+        self,
+        namespace: str,
+        *,
+        tiers: frozenset[Tier] | None = None,
+        after_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[str]:
+        """Ids of live memories (and, when ARCHIVED is in `tiers`, archive records)."""
+
+    async def stats(self, namespace: str) -> Stats:
+        """Counts and approximate bytes per tier (ARCHIVED counts archive records)."""
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace that holds a live memory or an archive record."""
+
+    # -- archive records -------------------------------------------------------------
+
+    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
+        """Replace live memories by their archive records (same ids). Atomic per record
+        where the backend allows; rerunning after a partial failure converges."""
+
+    async def get_archives(
+        self, namespace: str, ids: Sequence[str]
+    ) -> dict[str, ArchiveRecord]: ...
+
+    async def search_archives(
+        self, namespace: str, query: Vector, *, k: int
+    ) -> list[ScoredArchive]:
+        """Archive records by cosine of their summary embedding, best first."""
+
+    async def update_archive(self, namespace: str, record: ArchiveRecord) -> None:
+        """Overwrite an archive record (expansions, verification, detach flags)."""
+
+    async def unarchive_many(self, namespace: str, memories: Sequence[Memory]) -> int:
+        """Replace archive records by live memories (same ids); the restore path."""
+
+    async def scan_archives(
+        self, namespace: str, *, after_id: str | None = None, limit: int = 500
+    ) -> list[ArchiveRecord]: ...
+
+    # -- housekeeping ------------------------------------------------------------------
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """Group writes atomically where the backend allows; a no-op elsewhere."""
+
+    async def clear(self, namespace: str | None = None) -> None:
+        """Delete everything in `namespace`, or everything when None (tests, benchmarks)."""
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class AssociationGraph(Protocol):
+    """Weighted, bidirectional associations between memories of one namespace."""
+
+    async def upsert_links(self, namespace: str, links: Sequence[Link]) -> None:
+        """Create links; an existing link keeps the larger weight."""
+
+    async def strengthen(
+        self, namespace: str, pairs: Sequence[tuple[str, str]], delta: float, when: datetime
+    ) -> None:
+        """Add `delta` to each pair's weight, capped at 1.0; creates missing links."""
+
+    async def neighbors(
+        self,
+        namespace: str,
+        seeds: Sequence[str],
+        *,
+        depth: int = 1,
+        min_weight: float = 0.0,
+        limit: int = 50,
+    ) -> list[Neighbor]:
+        """Nodes reachable from `seeds` in 1..depth hops (depth in 1..3), seeds excluded,
+        each with its best path-product strength, strongest first."""
+
+    async def links_of(self, namespace: str, ids: Sequence[str]) -> list[Link]:
+        """Every link touching `ids`, reported from the side of the id in `ids`."""
+
+    async def unlink(self, namespace: str, pairs: Sequence[tuple[str, str]]) -> int: ...
+
+    async def drop_nodes(self, namespace: str, ids: Sequence[str]) -> list[Link]:
+        """Remove nodes and their links; returns the links removed."""
+
+    async def count_links(self, namespace: str) -> int: ...
+
+    async def clear(self, namespace: str | None = None) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Archived originals as bytes (JSON), keyed by namespace and memory id."""
+
+    async def put(self, namespace: str, key: str, data: bytes) -> ObjectInfo: ...
+
+    async def head(self, namespace: str, key: str) -> ObjectInfo | None: ...
+
+    async def get(self, namespace: str, key: str) -> bytes:
+        """The stored bytes; NotFoundError when absent."""
+
+    async def delete(self, namespace: str, key: str) -> None: ...
+
+    async def list(self, namespace: str) -> list[str]: ...
+
+    def ref(self, namespace: str, key: str) -> str:
+        """A URI for the archive record (e.g. s3://bucket/prefix/ns/id.json)."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    content: str
+    memory_type: MemoryType = MemoryType.EPISODIC
+    domain: str | None = None
+    entities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = "extractive"
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a memory into 2-3 sentences that keep names, dates and numbers."""
+
+    async def summarize(self, request: SummaryRequest) -> Summary: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to L2-normalisable float32 vectors; queries and documents may differ."""
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix: ...
+
+    async def embed_query(self, text: str) -> Vector: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+@dataclass
+class Backends:
+    """The wired ports of one TieredMemory."""
+
+    store: MemoryStore
+    graph: AssociationGraph
+    objects: ObjectStore
+    summarizer: Summarizer
+    embedder: Embedder
+    extras: dict[str, Any] = field(default_factory=dict)

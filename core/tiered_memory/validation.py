@@ -1,0 +1,128 @@
+"""Input checks that run before anything is written (DESIGN.md section 8)."""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import DimensionMismatchError, NamespaceError, ValidationError
+from .policy import Limits
+from .ports import Vector
+
+
+def check_namespace(namespace: str, limits: Limits) -> str:
+    """Namespaces are opaque strings: any text is stored literally, but not empty ones."""
+    if not isinstance(namespace, str):
+        raise NamespaceError(f"namespace must be a string, got {type(namespace).__name__}")
+    if not namespace.strip():
+        raise NamespaceError("namespace is empty; pass e.g. namespace='user-42'")
+    if len(namespace) > limits.max_namespace_chars:
+        raise NamespaceError(
+            f"namespace is {len(namespace)} characters; the limit is {limits.max_namespace_chars}"
+        )
+    _check_text_encodable(namespace, "namespace")
+    return namespace
+
+
+def check_content(content: str, limits: Limits) -> str:
+    if not isinstance(content, str):
+        raise ValidationError(f"content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise ValidationError("content is empty or whitespace; there is nothing to remember")
+    if "\x00" in content:
+        raise ValidationError("content contains a NUL character")
+    if len(content) > limits.max_content_chars:
+        raise ValidationError(
+            f"content is {len(content)} characters; the limit is {limits.max_content_chars} "
+            "(raise Policy.limits.max_content_chars, or split the text)"
+        )
+    _check_text_encodable(content, "content")
+    return content
+
+
+def check_id(memory_id: str) -> str:
+    if not isinstance(memory_id, str) or not memory_id.strip():
+        raise ValidationError("a memory id must be a non-empty string")
+    _check_text_encodable(memory_id, "id")
+    return memory_id
+
+
+def _check_text_encodable(text: str, what: str) -> None:
+    """Lone surrogates cannot be stored as UTF-8 by any backend: reject them up front."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"{what} is not valid Unicode text (lone surrogate)") from e
+    if what != "content" and any(unicodedata.category(c) == "Cc" and c not in "\t" for c in text):
+        raise ValidationError(f"{what} contains control characters")
+
+
+def check_metadata(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[str, Any]:
+    """Metadata must be a JSON object of JSON values (it is stored and filtered as JSON)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError("metadata must be a dict")
+    for key in metadata:
+        if not isinstance(key, str):
+            raise ValidationError(f"metadata keys must be strings, got {type(key).__name__}")
+    try:
+        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise ValidationError(f"metadata must be JSON-serialisable without NaN: {e}") from e
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError("metadata contains invalid Unicode (lone surrogate)") from e
+    if len(encoded) > limits.max_metadata_bytes:
+        raise ValidationError(
+            f"metadata is {len(encoded)} bytes as JSON; the limit is {limits.max_metadata_bytes}"
+        )
+    loaded: dict[str, Any] = json.loads(encoded)
+    return loaded
+
+
+def check_importance(importance: float) -> float:
+    if isinstance(importance, bool) or not isinstance(importance, (int, float)):
+        raise ValidationError("importance must be a number between 0 and 1")
+    value = float(importance)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValidationError(f"importance must be between 0 and 1, got {importance!r}")
+    return value
+
+
+def check_vector(values: Any, dimension: int | None, *, what: str = "embedding") -> Vector:
+    """A finite float32 vector of the store's dimension."""
+    try:
+        vector = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValidationError(f"{what} must be a sequence of numbers") from e
+    if vector.ndim != 1 or vector.size == 0:
+        raise ValidationError(f"{what} must be a non-empty flat list of numbers")
+    if not np.isfinite(vector).all():
+        raise ValidationError(f"{what} contains NaN or infinite values")
+    if dimension is not None and vector.size != dimension:
+        raise DimensionMismatchError(
+            f"{what} has dimension {vector.size}, but this store holds {dimension}-d vectors "
+            "(use the same embedding model, or a new store)"
+        )
+    return vector
+
+
+def check_budget(budget_tokens: int) -> int:
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+        raise ValidationError("budget_tokens must be an integer")
+    if budget_tokens < 0:
+        raise ValidationError(f"budget_tokens must be >= 0, got {budget_tokens}")
+    return budget_tokens
+
+
+def check_k(k: int, name: str = "k") -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValidationError(f"{name} must be a positive integer, got {k!r}")
+    return k

@@ -1,0 +1,3 @@
+"""langchain_tiered_memory: placeholder until its issue lands."""
+
+__all__: list[str] = []
