@@ -21,7 +21,8 @@ SECONDS_PER_DAY = 86_400.0
 def effective_half_life(base_days: float, use_count: int) -> float:
     """h_eff = h * log2(hits + 1), hits = use_count + 1.
 
-    A fresh memory lives one half-life; three uses double it. The log keeps popular
+    A fresh memory lives one half-life; three hits (the capture plus two uses) double
+    it. The log keeps popular
     memories alive longer without letting a burst of uses make them immortal (seed 003).
     """
     hits = max(0, use_count) + 1

@@ -25,7 +25,7 @@ def check_namespace(namespace: str, limits: Limits) -> str:
         raise NamespaceError(
             f"namespace is {len(namespace)} characters; the limit is {limits.max_namespace_chars}"
         )
-    _check_text_encodable(namespace, "namespace")
+    _check_text_encodable(namespace, "namespace", NamespaceError)
     return namespace
 
 
@@ -52,14 +52,20 @@ def check_id(memory_id: str) -> str:
     return memory_id
 
 
-def _check_text_encodable(text: str, what: str) -> None:
-    """Lone surrogates cannot be stored as UTF-8 by any backend: reject them up front."""
+def _check_text_encodable(
+    text: str, what: str, error: type[ValidationError] = ValidationError
+) -> None:
+    """Lone surrogates cannot be stored as UTF-8 by any backend: reject them up front.
+
+    Identifiers (namespaces, ids) also refuse control characters, which only ever
+    arrive by mistake or malice and break paths, tenant names and logs.
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValidationError(f"{what} is not valid Unicode text (lone surrogate)") from e
+        raise error(f"{what} is not valid Unicode text (lone surrogate)") from e
     if what != "content" and any(unicodedata.category(c) == "Cc" and c not in "\t" for c in text):
-        raise ValidationError(f"{what} contains control characters")
+        raise error(f"{what} contains control characters")
 
 
 def check_metadata(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""Tier-aware token budgets (DESIGN.md section 4), as a pure packing function.
+
+Each share (pinned, HOT, WARM, COLD; archived hits use COLD's) is filled best-score
+first; whatever a share leaves unused then goes to the best remaining hits of any
+tier, so a short tier never wastes the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .models import Hit, Tier
+from .policy import BudgetShares
+
+SHARE_ORDER = ("pinned", "hot", "warm", "cold")
+
+
+def share_of(hit: Hit) -> str:
+    if hit.memory.pinned and not hit.archived:
+        return "pinned"
+    if hit.tier is Tier.HOT:
+        return "hot"
+    if hit.tier is Tier.WARM:
+        return "warm"
+    return "cold"  # COLD and ARCHIVED
+
+
+def render_line(hit: Hit) -> str:
+    """One memory as a prompt line; archived summaries say so and give the id to expand."""
+    text = " ".join(hit.memory.content.split())
+    if hit.archived:
+        return f"- [archived id={hit.memory.id}] {text}"
+    return f"- {text}"
+
+
+@dataclass
+class Packing:
+    chosen: list[Hit]
+    tokens_by_share: dict[str, int] = field(default_factory=dict)
+    used: int = 0
+
+
+def share_caps(budget: int, shares: BudgetShares) -> dict[str, int]:
+    return {
+        "pinned": int(budget * shares.pinned),
+        "hot": int(budget * shares.hot),
+        "warm": int(budget * shares.warm),
+        "cold": int(budget * shares.cold),
+    }
+
+
+def pack(
+    hits: Sequence[Hit],
+    *,
+    budget: int,
+    max_items: int,
+    shares: BudgetShares,
+    count_tokens: Callable[[str], int],
+) -> Packing:
+    """Choose hits for the prompt. `hits` must be sorted best first.
+
+    Items are all-or-nothing (a memory is never cut mid-sentence); an item too large
+    for what is left is skipped and smaller ones after it may still fit.
+    """
+    caps = share_caps(budget, shares)
+    cost = {id(h): count_tokens(render_line(h)) for h in hits}
+    used_by_share = dict.fromkeys(SHARE_ORDER, 0)
+    chosen: list[Hit] = []
+    chosen_ids: set[int] = set()
+
+    for share in SHARE_ORDER:
+        for hit in hits:
+            if len(chosen) >= max_items:
+                break
+            if share_of(hit) != share:
+                continue
+            tokens = cost[id(hit)]
+            if tokens == 0 or used_by_share[share] + tokens > caps[share]:
+                continue
+            used_by_share[share] += tokens
+            chosen.append(hit)
+            chosen_ids.add(id(hit))
+
+    used = sum(used_by_share.values())
+    for hit in hits:  # leftovers, best first, any tier
+        if len(chosen) >= max_items:
+            break
+        tokens = cost[id(hit)]
+        if id(hit) in chosen_ids or tokens == 0 or used + tokens > budget:
+            continue
+        used += tokens
+        used_by_share[share_of(hit)] += tokens
+        chosen.append(hit)
+        chosen_ids.add(id(hit))
+
+    for hit in chosen:
+        hit.tokens = cost[id(hit)]
+    chosen.sort(key=lambda h: (SHARE_ORDER.index(share_of(h)) != 0, -h.score))
+    return Packing(chosen=chosen, tokens_by_share=used_by_share, used=used)

@@ -1,0 +1,880 @@
+"""`AsyncTieredMemory` (the engine) and `TieredMemory` (its sync facade).
+
+The engine validates input, calls the ports and applies the policy; it holds no
+backend details. Retrieval phases live in `retrieval`, scores in `scoring`/`decay`,
+budget packing in `budget`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import decay, validation
+from .budget import SHARE_ORDER, pack, render_line, share_of
+from .clock import SystemClock
+from .embeddings import HashingEmbedder, as_embedder
+from .errors import NotFoundError, ValidationError
+from .models import (
+    LIVE_TIERS,
+    Explanation,
+    Hit,
+    Injection,
+    Link,
+    LinkKind,
+    Memory,
+    MemoryType,
+    ScoreTerms,
+    SearchResults,
+    Stats,
+    Tier,
+)
+from .policy import Policy
+from .ports import (
+    AccessRecord,
+    AssociationGraph,
+    Clock,
+    Embedder,
+    MemoryPatch,
+    MemoryStore,
+    MetadataFilter,
+    ObjectStore,
+    ScanQuery,
+    SearchFilter,
+    Summarizer,
+    TokenCounter,
+    Vector,
+)
+from .retrieval import ACTIVE, Retriever, SearchPlan, archived_view
+from .runner import LoopThread
+from .scoring import resolve_fusion_weights
+from .tokens import TiktokenCounter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "default"
+_TIER_RANK = {Tier.HOT: 0, Tier.WARM: 1, Tier.COLD: 2, Tier.ARCHIVED: 3}
+
+
+class MemoryInput(BaseModel):
+    """One item for `add_many`; the same fields as `add`'s keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    content: str
+    memory_type: MemoryType | str = MemoryType.EPISODIC
+    importance: float = 0.5
+    metadata: dict[str, Any] | None = None
+    source: str = "api"
+    pinned: bool = False
+    embedding: Any = None
+    id: str | None = None
+
+
+class _Prepared(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: Memory
+    vector: Any = Field(repr=False)
+
+
+class AsyncTieredMemory:
+    """Long-term memory with tiers, decay and archival; every method is a coroutine.
+
+    Build it with `await AsyncTieredMemory.embedded(path)` for the no-server default,
+    or pass the ports yourself. Nothing is opened in `__init__`.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        graph: AssociationGraph,
+        objects: ObjectStore,
+        summarizer: Summarizer,
+        embedder: Embedder | Any,
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+        tokens: TokenCounter | None = None,
+    ) -> None:
+        self.store = store
+        self.graph = graph
+        self.objects = objects
+        self.summarizer = summarizer
+        self.embedder: Embedder = as_embedder(embedder)
+        self.policy = policy or Policy()
+        self.clock: Clock = clock or SystemClock()
+        self.tokens: TokenCounter = tokens or TiktokenCounter()
+        self.retriever = Retriever(store, graph, self.policy)
+        self._closed = False
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    async def embedded(
+        cls,
+        path: str | PathLike[str] = "tiered-memory.db",
+        *,
+        embedder: Embedder | Any | None = None,
+        archive_dir: str | PathLike[str] | None = None,
+        summarizer: Summarizer | None = None,
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+    ) -> AsyncTieredMemory:
+        """The no-server default: one SQLite file, and a folder for archived originals
+        (default: `<path>.archive/` beside the file)."""
+        from .archives.local import LocalFolderObjectStore
+        from .graphs.sqlite import SQLiteAssociationGraph
+        from .stores.sqlite import SQLiteMemoryStore
+        from .summarizers.extractive import ExtractiveSummarizer
+
+        db_path = Path(path)
+        store = await SQLiteMemoryStore.open(db_path)
+        graph = SQLiteAssociationGraph(store.database)
+        folder = Path(archive_dir) if archive_dir else db_path.with_name(db_path.name + ".archive")
+        return cls(
+            store=store,
+            graph=graph,
+            objects=LocalFolderObjectStore(folder),
+            summarizer=summarizer or ExtractiveSummarizer(),
+            embedder=embedder if embedder is not None else HashingEmbedder(),
+            policy=policy,
+            clock=clock,
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for closer in (self.graph.close, self.objects.close, self.store.close):
+            try:
+                await closer()
+            except Exception as e:  # close everything even if one backend fails
+                log.warning("error while closing %s: %s", closer, e)
+
+    async def __aenter__(self) -> AsyncTieredMemory:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- validation helpers -----------------------------------------------------------
+
+    def _ns(self, namespace: str) -> str:
+        return validation.check_namespace(namespace, self.policy.limits)
+
+    async def _dimension_check(self, vectors: Sequence[Vector]) -> None:
+        dim = await self.store.dimension()
+        for v in vectors:
+            validation.check_vector(v, dim)
+
+    async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
+        """Validate everything and embed in one batch, before anything is written."""
+        limits = self.policy.limits
+        now = self.clock.now()
+        memories: list[Memory] = []
+        given: dict[int, Vector] = {}
+        seen_ids: set[str] = set()
+        for i, item in enumerate(items):
+            content = validation.check_content(item.content, limits)
+            memory_id = validation.check_id(item.id) if item.id is not None else None
+            if memory_id is not None:
+                if memory_id in seen_ids:
+                    raise ValidationError(f"id {memory_id!r} appears twice in one call")
+                seen_ids.add(memory_id)
+            kwargs: dict[str, Any] = {"id": memory_id} if memory_id else {}
+            memories.append(
+                Memory(
+                    namespace=namespace,
+                    content=content,
+                    memory_type=MemoryType.parse(item.memory_type),
+                    importance=validation.check_importance(item.importance),
+                    metadata=validation.check_metadata(item.metadata, limits),
+                    source=str(item.source),
+                    pinned=bool(item.pinned),
+                    created_at=now,
+                    updated_at=now,
+                    tier_changed_at=now,
+                    **kwargs,
+                )
+            )
+            if item.embedding is not None:
+                given[i] = validation.check_vector(item.embedding, None)
+        to_embed = [i for i in range(len(items)) if i not in given]
+        if to_embed:
+            matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
+            if matrix.shape[0] != len(to_embed):
+                raise ValidationError("the embedder returned a different number of vectors")
+            for row, i in enumerate(to_embed):
+                given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
+        vectors = [given[i] for i in range(len(items))]
+        dims = {v.size for v in vectors}
+        if len(dims) > 1:
+            raise ValidationError(f"embeddings of one call have different sizes: {sorted(dims)}")
+        await self._dimension_check(vectors)
+        return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def add(
+        self,
+        content: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.5,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+        id: str | None = None,
+    ) -> Memory:
+        """Remember `content` in HOT. A near-duplicate strengthens the existing memory
+        instead (its use is counted), and that memory is returned."""
+        item = MemoryInput(
+            content=content,
+            memory_type=memory_type,
+            importance=importance,
+            metadata=dict(metadata) if metadata is not None else None,
+            source=source,
+            pinned=pinned,
+            embedding=embedding,
+            id=id,
+        )
+        return (await self.add_many([item], namespace=namespace))[0]
+
+    async def add_many(
+        self,
+        items: Sequence[MemoryInput | str | Mapping[str, Any]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        dedup: bool | None = None,
+        link: bool = True,
+    ) -> list[Memory]:
+        """Add many memories with one embedding call and one write.
+
+        Returns one memory per item, in order: the new memory, or the existing one a
+        near-duplicate strengthened. Deduplication and auto-linking cost one vector
+        search per item; pass dedup=False, link=False for bulk imports.
+        """
+        ns = self._ns(namespace)
+        inputs = [self._as_input(x) for x in items]
+        if not inputs:
+            return []
+        prepared = await self._prepare(ns, inputs)
+        threshold = self.policy.limits.dedup_similarity
+        do_dedup = threshold is not None and (dedup is None or dedup)
+        ap = self.policy.associations
+        k_near = max(ap.autolink_top_k if link else 0, 1 if do_dedup else 0)
+
+        results: list[Memory | str] = []  # a Memory, or the id of an existing duplicate
+        accepted: list[_Prepared] = []
+        accepted_matrix: list[Vector] = []
+        links: list[Link] = []
+        strengthen: list[str] = []
+        now = self.clock.now()
+        explicit_ids = [p.memory.id for p in prepared if inputs[prepared.index(p)].id]
+        if explicit_ids:
+            clash = await self.store.get_many(ns, explicit_ids)
+            clash_archived = await self.store.get_archives(ns, explicit_ids)
+            taken = sorted(set(clash) | set(clash_archived))
+            if taken:
+                raise ValidationError(f"ids already exist in {ns!r}: {taken[:5]}")
+
+        for p in prepared:
+            near: list[tuple[str, float]] = []
+            if k_near:
+                for s in await self.store.vector_search(
+                    ns,
+                    p.vector,
+                    tiers=LIVE_TIERS,
+                    k=k_near,
+                    filters=SearchFilter(include_forgotten=True, include_superseded=True),
+                ):
+                    near.append((s.memory.id, s.score))
+                if accepted_matrix:
+                    sims = np.stack(accepted_matrix) @ p.vector
+                    for j in np.argsort(-sims)[:k_near]:
+                        near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
+                near.sort(key=lambda t: t[1], reverse=True)
+            if do_dedup and threshold is not None and near and near[0][1] >= threshold:
+                results.append(near[0][0])
+                strengthen.append(near[0][0])
+                continue
+            accepted.append(p)
+            accepted_matrix.append(p.vector / (float(np.linalg.norm(p.vector)) or 1.0))
+            results.append(p.memory)
+            if link:
+                for other, sim in near[: ap.autolink_top_k]:
+                    if sim >= ap.autolink_min_similarity and other != p.memory.id:
+                        links.append(
+                            Link(
+                                source=p.memory.id,
+                                target=other,
+                                weight=min(1.0, sim),
+                                kind=LinkKind.SIMILAR,
+                                created_at=now,
+                                updated_at=now,
+                            )
+                        )
+
+        if accepted:
+            for p in accepted:
+                p.memory.embedding = [float(x) for x in p.vector]
+            await self.store.put_many(ns, [p.memory for p in accepted])
+            for p in accepted:
+                p.memory.embedding = None
+        if strengthen:
+            await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
+        if links:
+            try:
+                await self.graph.upsert_links(ns, links)
+            except Exception as e:  # memories are stored; links are an optimisation
+                log.warning("auto-linking skipped in %r: %s", ns, e)
+
+        existing = await self.store.get_many(ns, [r for r in results if isinstance(r, str)])
+        out: list[Memory] = []
+        for r in results:
+            if isinstance(r, Memory):
+                out.append(r)
+            else:
+                out.append(existing[r])
+        return out
+
+    @staticmethod
+    def _as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
+        if isinstance(item, MemoryInput):
+            return item
+        if isinstance(item, str):
+            return MemoryInput(content=item)
+        if isinstance(item, Mapping):
+            try:
+                return MemoryInput(**item)
+            except Exception as e:
+                raise ValidationError(f"bad memory item: {e}") from e
+        raise ValidationError(f"cannot add a {type(item).__name__}; pass a str or a dict")
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def get(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory | None:
+        """The memory (an archived one as its summary, tier ARCHIVED), or None."""
+        ns = self._ns(namespace)
+        validation.check_id(id)
+        found = await self.store.get_many(ns, [id])
+        if id in found:
+            return found[id]
+        records = await self.store.get_archives(ns, [id])
+        return archived_view(records[id]) if id in records else None
+
+    async def _require(self, ns: str, id: str) -> Memory:
+        validation.check_id(id)
+        found = await self.store.get_many(ns, [id])
+        if id not in found:
+            where = "archived" if await self.store.get_archives(ns, [id]) else "not found"
+            raise NotFoundError(f"memory {id!r} is {where} in namespace {ns!r}")
+        return found[id]
+
+    async def list(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        tier: Tier | str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+    ) -> builtins.list[Memory]:
+        """A page of memories ordered by id; pass the last id as `after_id` for the next."""
+        ns = self._ns(namespace)
+        validation.check_k(limit, "limit")
+        t = Tier.parse(tier) if tier is not None else None
+        if t is Tier.ARCHIVED:
+            records = await self.store.scan_archives(ns, after_id=after_id, limit=limit)
+            return [archived_view(r) for r in records]
+        tiers = frozenset({t}) if t is not None else LIVE_TIERS
+        return await self.store.scan(ns, ScanQuery(tiers=tiers, after_id=after_id, limit=limit))
+
+    async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
+        ns = self._ns(namespace)
+        stats = await self.store.stats(ns)
+        try:
+            stats.links = await self.graph.count_links(ns)
+        except Exception as e:
+            log.warning("link count unavailable for %r: %s", ns, e)
+        return stats
+
+    async def search(
+        self,
+        query: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        k: int = 10,
+        deep: bool = False,
+        include_archived: bool = False,
+        tiers: Sequence[Tier | str] | None = None,
+        weights: Mapping[str, float] | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        include_forgotten: bool = False,
+    ) -> SearchResults:
+        """Ranked hits, best first; nothing is recorded as used (see `recall`)."""
+        ns = self._ns(namespace)
+        validation.check_k(k)
+        plan = self._plan(
+            k, deep, include_archived, tiers, weights, memory_types, metadata, include_forgotten
+        )
+        hits = await self._search(ns, query, plan)
+        out = SearchResults(hits[:k], degraded=hits.degraded, reasons=hits.reasons)
+        return out
+
+    def _plan(
+        self,
+        k: int,
+        deep: bool,
+        include_archived: bool,
+        tiers: Sequence[Tier | str] | None,
+        weights: Mapping[str, float] | None,
+        memory_types: Sequence[MemoryType | str] | None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None,
+        include_forgotten: bool = False,
+        force_ids: frozenset[str] = frozenset(),
+    ) -> SearchPlan:
+        meta: tuple[MetadataFilter, ...]
+        if metadata is None:
+            meta = ()
+        elif isinstance(metadata, Mapping):
+            meta = tuple(MetadataFilter(key, "eq", value) for key, value in metadata.items())
+        else:
+            meta = tuple(metadata)
+        types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
+        filters = SearchFilter(
+            include_forgotten=include_forgotten,
+            memory_types=types,
+            metadata=meta,
+        )
+        return SearchPlan(
+            k=k,
+            deep=deep,
+            include_archived=include_archived,
+            tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
+            weights=resolve_fusion_weights(self.policy.fusion, weights),
+            filters=filters,
+            force_ids=force_ids,
+        )
+
+    async def _search(self, ns: str, query: str, plan: SearchPlan) -> SearchResults:
+        if not isinstance(query, str):
+            raise ValidationError("query must be a string")
+        vector = await self.embedder.embed_query(query)
+        await self._dimension_check([vector])
+        return await self.retriever.search(ns, query, vector, plan, self.clock.now())
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        budget_tokens: int | None = None,
+        max_items: int | None = None,
+        deep: bool = False,
+        include_archived: bool = False,
+        weights: Mapping[str, float] | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        record_use: bool = True,
+    ) -> Injection:
+        """What to put into a prompt for `query`, packed into a token budget by tier
+        shares. Injected memories count as used; nothing else does."""
+        ns = self._ns(namespace)
+        rp = self.policy.retrieval
+        budget = validation.check_budget(
+            rp.default_budget_tokens if budget_tokens is None else budget_tokens
+        )
+        limit = (
+            validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
+        )
+        pinned = await self.store.scan(
+            ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
+        )
+        pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+        plan = self._plan(
+            max(rp.candidates, limit),
+            deep,
+            include_archived,
+            None,
+            weights,
+            memory_types,
+            metadata,
+            force_ids=pinned_ids,
+        )
+        hits = await self._search(ns, query, plan) if budget > 0 else SearchResults([])
+        packing = pack(
+            hits,
+            budget=budget,
+            max_items=limit,
+            shares=self.policy.budget,
+            count_tokens=self.tokens.count,
+        )
+        chosen = packing.chosen
+        text = "\n".join(render_line(h) for h in chosen)
+        total = self.tokens.count(text)
+        while total > budget and chosen:  # joins can tokenise differently; never overshoot
+            worst = min(chosen, key=lambda h: h.score)
+            chosen.remove(worst)
+            text = "\n".join(render_line(h) for h in chosen)
+            total = self.tokens.count(text)
+        by_tier = dict.fromkeys(Tier, 0)
+        for h in chosen:
+            by_tier[h.tier] += h.tokens
+        injection = Injection(
+            items=chosen,
+            text=text,
+            tokens=total,
+            by_tier=by_tier,
+            budget_tokens=budget,
+            degraded=hits.degraded,
+            considered=len(hits),
+        )
+        if record_use and chosen:
+            await self._record_use(ns, chosen)
+        return injection
+
+    async def _record_use(self, ns: str, chosen: Sequence[Hit]) -> None:
+        """Count the use of injected memories; bring back COLD ones reached through an
+        association; strengthen the links between memories injected together."""
+        now = self.clock.now()
+        live = [h for h in chosen if not h.archived]
+        if not live:
+            return
+        await self.store.record_access(ns, [AccessRecord(h.memory.id, now) for h in live])
+        revived = [h.memory.id for h in live if h.tier is Tier.COLD and h.phase == 2]
+        if revived:
+            await self.store.set_tier(ns, revived, Tier.WARM, now)
+            for h in live:
+                if h.memory.id in revived:
+                    h.memory.tier = h.tier = Tier.WARM
+        pairs = list(itertools.combinations(sorted(h.memory.id for h in live), 2))
+        if pairs:
+            try:
+                await self.graph.strengthen(
+                    ns, pairs, self.policy.associations.co_recall_boost, now
+                )
+            except Exception as e:
+                log.warning("co-recall strengthening skipped in %r: %s", ns, e)
+
+    # -- explain ----------------------------------------------------------------------
+
+    async def explain(
+        self, id: str, *, query: str | None = None, namespace: str = DEFAULT_NAMESPACE
+    ) -> Explanation:
+        """Every term of one memory's score for `query` (or its decay terms alone)."""
+        ns = self._ns(namespace)
+        validation.check_id(id)
+        memory = await self.get(id, namespace=ns)
+        if memory is None:
+            raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
+        now = self.clock.now()
+        if query:
+            plan = self._plan(
+                self.policy.retrieval.candidates,
+                True,
+                True,
+                None,
+                None,
+                None,
+                None,
+                include_forgotten=True,
+                force_ids=frozenset({id}),
+            )
+            hits = await self._search(ns, query, plan)
+            hit = next((h for h in hits if h.memory.id == id), None)
+            terms = hit.terms if hit else ScoreTerms()
+        else:
+            terms = self._decay_terms(memory, now)
+        sp = self.policy.scoring
+        formula = (
+            f"score = tier_factor({terms.tier_factor:.3f}) * ({sp.relevance} * relevance"
+            f"({terms.relevance:.3f}) + {sp.retention} * retention({terms.retention:.3f}) + "
+            f"{sp.frequency} * frequency({terms.frequency:.3f})) = {terms.score:.4f}"
+        )
+        return Explanation(
+            id=id,
+            namespace=ns,
+            tier=memory.tier,
+            memory_type=memory.memory_type,
+            query=query,
+            terms=terms,
+            use_count=memory.use_count,
+            last_used_at=memory.last_used_at,
+            pinned=memory.pinned,
+            core=memory.core,
+            formula=formula,
+        )
+
+    def _decay_terms(self, memory: Memory, now: datetime) -> ScoreTerms:
+        dp = self.policy.decay
+        if memory.tier is Tier.ARCHIVED:
+            r, h, ret = 0.0, 0.0, 0.0
+        else:
+            r, h = decay.memory_recency(memory, now, dp)
+            ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
+        freq = decay.frequency(memory.use_count, dp.frequency_saturation)
+        factor = self.policy.scoring.tier_factor.get(memory.tier, 1.0)
+        score = factor * (
+            self.policy.scoring.retention * ret + self.policy.scoring.frequency * freq
+        )
+        return ScoreTerms(
+            retention=ret,
+            recency=r,
+            half_life_days=h,
+            frequency=freq,
+            tier_factor=factor,
+            score=score,
+        )
+
+    # -- flags and tiers ----------------------------------------------------------------
+
+    async def _patch(self, ns: str, id: str, patch: MemoryPatch) -> Memory:
+        await self._require(ns, id)
+        await self.store.patch_many(ns, [id], patch)
+        return await self._require(ns, id)
+
+    async def forget(
+        self, id: str, *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
+    ) -> None:
+        """Soft delete: never injected again until `restore`. `hard=True` deletes the
+        memory, its links and (for an archived one) its stored original."""
+        ns = self._ns(namespace)
+        validation.check_id(id)
+        if not hard:
+            await self._patch(ns, id, MemoryPatch(do_not_inject=True, updated_at=self.clock.now()))
+            return
+        live = await self.store.get_many(ns, [id])
+        archived = await self.store.get_archives(ns, [id]) if id not in live else {}
+        if not live and not archived:
+            raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
+        await self.graph.drop_nodes(ns, [id])
+        if live:
+            await self.store.delete_many(ns, [id])
+        else:
+            await self.objects.delete(ns, id)
+            await self._delete_archive_record(ns, id)
+
+    async def _delete_archive_record(self, ns: str, id: str) -> None:
+        # Deleting an archive record: restore it to a live memory, then delete that.
+        record = (await self.store.get_archives(ns, [id]))[id]
+        now = self.clock.now()
+        placeholder = Memory(
+            id=id,
+            namespace=ns,
+            content=record.summary,
+            created_at=record.created_at,
+            updated_at=now,
+            embedding=record.summary_embedding,
+        )
+        await self.store.unarchive_many(ns, [placeholder])
+        await self.store.delete_many(ns, [id])
+
+    async def restore(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        """Undo a soft delete."""
+        ns = self._ns(namespace)
+        return await self._patch(
+            ns, id, MemoryPatch(do_not_inject=False, updated_at=self.clock.now())
+        )
+
+    async def pin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        """Never decays, never demoted, always a candidate for its budget share."""
+        ns = self._ns(namespace)
+        memory = await self._require(ns, id)
+        if memory.tier is Tier.COLD:  # a pinned memory is always injectable
+            await self.store.set_tier(ns, [id], Tier.WARM, self.clock.now())
+        return await self._patch(ns, id, MemoryPatch(pinned=True, updated_at=self.clock.now()))
+
+    async def unpin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        ns = self._ns(namespace)
+        return await self._patch(ns, id, MemoryPatch(pinned=False, updated_at=self.clock.now()))
+
+    async def promote(
+        self, id: str, tier: Tier | str = Tier.WARM, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> Memory:
+        """Move a memory to a more active tier (HOT only ever by this explicit call)."""
+        ns = self._ns(namespace)
+        target = Tier.parse(tier)
+        memory = await self._require(ns, id)
+        if target is Tier.ARCHIVED or _TIER_RANK[target] >= _TIER_RANK[memory.tier]:
+            raise ValidationError(
+                f"cannot promote {id!r} from {memory.tier.value} to {target.value}; "
+                "promotion moves to a more active tier (use demote to go down)"
+            )
+        await self.store.set_tier(ns, [id], target, self.clock.now())
+        return await self._require(ns, id)
+
+    async def demote(
+        self, id: str, tier: Tier | str, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> Memory:
+        """Move a memory to a less active tier. Pinned and core memories are exempt."""
+        ns = self._ns(namespace)
+        target = Tier.parse(tier)
+        memory = await self._require(ns, id)
+        if memory.pinned or memory.core:
+            flag = "pinned" if memory.pinned else "core"
+            raise ValidationError(
+                f"memory {id!r} is {flag} and exempt from demotion; unpin it first"
+                if memory.pinned
+                else f"memory {id!r} is {flag} and exempt from demotion"
+            )
+        if target is Tier.ARCHIVED:
+            raise ValidationError(
+                "archive memories with maintain() or archive(); "
+                "demote moves between HOT, WARM and COLD"
+            )
+        if _TIER_RANK[target] <= _TIER_RANK[memory.tier]:
+            raise ValidationError(
+                f"cannot demote {id!r} from {memory.tier.value} to {target.value}; "
+                "demotion moves to a less active tier"
+            )
+        await self.store.set_tier(ns, [id], target, self.clock.now())
+        return await self._require(ns, id)
+
+    # -- associations -------------------------------------------------------------------
+
+    async def link(
+        self,
+        source: str,
+        target: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        weight: float = 0.5,
+    ) -> Link:
+        """Associate two memories of one namespace explicitly (both directions)."""
+        ns = self._ns(namespace)
+        if source == target:
+            raise ValidationError("a memory cannot be linked to itself")
+        w = validation.check_importance(weight)
+        await self._require(ns, source)
+        await self._require(ns, target)
+        now = self.clock.now()
+        link = Link(
+            source=source,
+            target=target,
+            weight=w,
+            kind=LinkKind.EXPLICIT,
+            created_at=now,
+            updated_at=now,
+        )
+        await self.graph.upsert_links(ns, [link])
+        return link
+
+    async def links(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> builtins.list[Link]:
+        ns = self._ns(namespace)
+        validation.check_id(id)
+        return await self.graph.links_of(ns, [id])
+
+
+# -- the sync facade -------------------------------------------------------------------
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncTieredMemory, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[TieredMemory, P], R]:
+    """Expose one engine coroutine as a blocking method, so sync and async share one
+    implementation (no parallel copies to drift apart)."""
+
+    def call(self: TieredMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._loop.run(method(self.aio, *args, **kwargs))
+
+    call.__name__ = method.__name__
+    call.__qualname__ = f"TieredMemory.{method.__name__}"
+    call.__doc__ = method.__doc__
+    return call
+
+
+class TieredMemory:
+    """The blocking face of `AsyncTieredMemory`; safe inside Jupyter's running loop.
+
+    `mem.aio` is the async engine underneath, for code that can await.
+    """
+
+    def __init__(self, engine: AsyncTieredMemory, *, _loop: LoopThread | None = None) -> None:
+        self.aio = engine
+        self._loop = _loop or LoopThread()
+
+    @classmethod
+    def embedded(
+        cls,
+        path: str | PathLike[str] = "tiered-memory.db",
+        *,
+        embedder: Embedder | Any | None = None,
+        archive_dir: str | PathLike[str] | None = None,
+        summarizer: Summarizer | None = None,
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+    ) -> TieredMemory:
+        """The no-server default: one SQLite file and a folder for archived originals."""
+        loop = LoopThread()
+        engine = loop.run(
+            AsyncTieredMemory.embedded(
+                path,
+                embedder=embedder,
+                archive_dir=archive_dir,
+                summarizer=summarizer,
+                policy=policy,
+                clock=clock,
+            )
+        )
+        return cls(engine, _loop=loop)
+
+    @property
+    def policy(self) -> Policy:
+        return self.aio.policy
+
+    @property
+    def clock(self) -> Clock:
+        return self.aio.clock
+
+    def close(self) -> None:
+        try:
+            self._loop.run(self.aio.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> TieredMemory:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    add = _blocking(AsyncTieredMemory.add)
+    add_many = _blocking(AsyncTieredMemory.add_many)
+    get = _blocking(AsyncTieredMemory.get)
+    list = _blocking(AsyncTieredMemory.list)
+    stats = _blocking(AsyncTieredMemory.stats)
+    search = _blocking(AsyncTieredMemory.search)
+    recall = _blocking(AsyncTieredMemory.recall)
+    explain = _blocking(AsyncTieredMemory.explain)
+    forget = _blocking(AsyncTieredMemory.forget)
+    restore = _blocking(AsyncTieredMemory.restore)
+    pin = _blocking(AsyncTieredMemory.pin)
+    unpin = _blocking(AsyncTieredMemory.unpin)
+    promote = _blocking(AsyncTieredMemory.promote)
+    demote = _blocking(AsyncTieredMemory.demote)
+    link = _blocking(AsyncTieredMemory.link)
+    links = _blocking(AsyncTieredMemory.links)
+
+
+__all__ = ["SHARE_ORDER", "AsyncTieredMemory", "MemoryInput", "TieredMemory", "share_of"]

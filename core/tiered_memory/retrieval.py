@@ -1,0 +1,390 @@
+"""The search phases of DESIGN.md section 4, over the ports.
+
+1. HOT + WARM: vector top-N and lexical top-N.
+2. Graph: neighbours of the best phase-1 hits (a COLD neighbour can come back).
+3. COLD: when phase 1 found fewer than k hits above the relevance threshold, or deep.
+4. ARCHIVED summaries: when deep/include_archived, or nothing above the threshold.
+
+Everything here is per namespace; the ports enforce it in their own queries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from . import decay
+from .models import ArchiveRecord, Hit, Memory, ScoreTerms, SearchResults, Tier
+from .policy import FusionWeights, Policy
+from .ports import AssociationGraph, MemoryStore, SearchFilter, Vector
+from .scoring import final_score, fuse, passes_noise_floor
+
+log = logging.getLogger(__name__)
+
+ACTIVE = frozenset({Tier.HOT, Tier.WARM})
+COLD_ONLY = frozenset({Tier.COLD})
+
+
+@dataclass
+class Candidate:
+    memory: Memory
+    phase: int
+    cosine: float | None = None
+    lexical: float | None = None
+    graph: float | None = None
+    via: str | None = None
+
+
+@dataclass
+class CandidatePool:
+    """Candidates by id; a memory found by several phases keeps every signal."""
+
+    by_id: dict[str, Candidate] = field(default_factory=dict)
+
+    def add(self, memory: Memory, phase: int, **signals: float | None) -> Candidate:
+        cand = self.by_id.get(memory.id)
+        if cand is None:
+            cand = Candidate(memory=memory, phase=phase)
+            self.by_id[memory.id] = cand
+        for name, value in signals.items():
+            if value is None:
+                continue
+            current = getattr(cand, name)
+            if current is None or value > current:
+                setattr(cand, name, value)
+        return cand
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What one search call asked for, after validation."""
+
+    k: int
+    deep: bool = False
+    include_archived: bool = False
+    tiers: frozenset[Tier] | None = None  # explicit tiers replace the phase rules
+    weights: FusionWeights = field(default_factory=FusionWeights)
+    filters: SearchFilter = field(default_factory=SearchFilter)
+    graph: bool = True
+    force_ids: frozenset[str] = frozenset()  # explain(): always score these
+
+
+def archived_view(record: ArchiveRecord) -> Memory:
+    """An archive record presented as a Memory so hits have one shape everywhere."""
+    return Memory(
+        id=record.id,
+        namespace=record.namespace,
+        content=record.summary,
+        memory_type=record.memory_type,
+        tier=Tier.ARCHIVED,
+        importance=record.importance,
+        source=record.source,
+        metadata=record.metadata,
+        created_at=record.created_at,
+        updated_at=record.archived_at,
+        use_count=record.use_count,
+    )
+
+
+class Retriever:
+    """Runs the phases and ranks the candidates; knows nothing about budgets."""
+
+    def __init__(self, store: MemoryStore, graph: AssociationGraph, policy: Policy) -> None:
+        self.store = store
+        self.graph = graph
+        self.policy = policy
+
+    async def search(
+        self, namespace: str, text: str, query: Vector, plan: SearchPlan, now: datetime
+    ) -> SearchResults:
+        rp = self.policy.retrieval
+        pool = CandidatePool()
+        degraded: list[str] = []
+        filters = plan.filters
+        if plan.deep and not filters.include_superseded:
+            filters = SearchFilter(
+                include_forgotten=filters.include_forgotten,
+                include_superseded=True,
+                pinned=filters.pinned,
+                memory_types=filters.memory_types,
+                metadata=filters.metadata,
+                ids=filters.ids,
+            )
+        n = max(rp.candidates, plan.k)
+
+        explicit = plan.tiers
+        live_explicit = (explicit or frozenset()) - {Tier.ARCHIVED}
+        first = live_explicit if explicit is not None else ACTIVE
+        if first:
+            await self._search_tiers(namespace, text, query, first, n, filters, pool, phase=1)
+
+        if plan.graph and explicit is None and rp.graph_seeds > 0 and len(pool):
+            try:
+                await self._expand_graph(namespace, query, plan, filters, pool)
+            except Exception as e:  # the graph is optional: degrade, never fail a search
+                log.warning("graph expansion skipped in %r: %s", namespace, e)
+                degraded.append(f"graph: {type(e).__name__}: {e}")
+
+        found = self._found(pool, plan.weights)
+        if explicit is None and (plan.deep or found < plan.k):
+            await self._search_tiers(namespace, text, query, COLD_ONLY, n, filters, pool, phase=3)
+            found = self._found(pool, plan.weights)
+
+        archived: list[tuple[ArchiveRecord, float]] = []
+        wants_archive = (
+            Tier.ARCHIVED in explicit
+            if explicit is not None
+            else (plan.deep or plan.include_archived or found == 0)
+        )
+        if wants_archive and rp.archived_limit > 0:
+            limit = max(rp.archived_limit, plan.k) if explicit is not None else rp.archived_limit
+            for scored in await self.store.search_archives(namespace, query, k=limit):
+                if scored.score >= rp.noise_floor:
+                    archived.append((scored.record, scored.score))
+
+        if plan.force_ids:
+            await self._force(namespace, text, query, plan, pool, archived)
+
+        hits = self.rank(pool, archived, plan, now)
+        return SearchResults(hits, degraded=bool(degraded), reasons=degraded)
+
+    async def _search_tiers(
+        self,
+        namespace: str,
+        text: str,
+        query: Vector,
+        tiers: frozenset[Tier],
+        n: int,
+        filters: SearchFilter,
+        pool: CandidatePool,
+        *,
+        phase: int,
+    ) -> None:
+        for scored in await self.store.vector_search(
+            namespace, query, tiers=tiers, k=n, filters=filters
+        ):
+            pool.add(scored.memory, phase, cosine=scored.score)
+        if text.strip():
+            lexical = await self.store.lexical_search(
+                namespace, text, tiers=tiers, k=n, filters=filters
+            )
+            missing = [s.memory for s in lexical if s.memory.id not in pool.by_id]
+            cosines = await self._cosines(namespace, query, [m.id for m in missing])
+            for scored in lexical:
+                cand = pool.add(scored.memory, phase, lexical=scored.score)
+                if cand.cosine is None:
+                    cand.cosine = cosines.get(scored.memory.id)
+
+    async def _cosines(self, namespace: str, query: Vector, ids: list[str]) -> dict[str, float]:
+        """Raw cosines for memories found another way, so every candidate has all terms."""
+        if not ids:
+            return {}
+        found = await self.store.get_many(namespace, ids, with_embeddings=True)
+        out: dict[str, float] = {}
+        qn = float(np.linalg.norm(query)) or 1.0
+        for mid, memory in found.items():
+            if memory.embedding is None:
+                continue
+            vec = np.asarray(memory.embedding, dtype=np.float32)
+            denom = qn * (float(np.linalg.norm(vec)) or 1.0)
+            out[mid] = float(np.dot(query, vec) / denom)
+            memory.embedding = None  # hits do not carry vectors
+        return out
+
+    async def _expand_graph(
+        self,
+        namespace: str,
+        query: Vector,
+        plan: SearchPlan,
+        filters: SearchFilter,
+        pool: CandidatePool,
+    ) -> None:
+        rp = self.policy.retrieval
+        ranked = sorted(
+            pool.by_id.values(),
+            key=lambda c: (c.cosine or 0.0) + (c.lexical or 0.0) * 1e-3,
+            reverse=True,
+        )
+        seeds = [c.memory.id for c in ranked[: rp.graph_seeds]]
+        neighbours = await self.graph.neighbors(
+            namespace,
+            seeds,
+            depth=rp.graph_depth,
+            min_weight=rp.graph_min_weight,
+            limit=rp.candidates,
+        )
+        if not neighbours:
+            return
+        new_ids = [n.id for n in neighbours if n.id not in pool.by_id]
+        fetched = await self.store.get_many(namespace, new_ids, with_embeddings=True)
+        qn = float(np.linalg.norm(query)) or 1.0
+        for nb in neighbours:
+            cand = pool.by_id.get(nb.id)
+            if cand is not None:
+                if cand.graph is None or nb.strength > cand.graph:
+                    cand.graph, cand.via = nb.strength, nb.seed
+                continue
+            memory = fetched.get(nb.id)
+            if memory is None or not self._allowed(memory, filters):
+                continue
+            cosine = None
+            if memory.embedding is not None:
+                vec = np.asarray(memory.embedding, dtype=np.float32)
+                cosine = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
+                memory.embedding = None
+            cand = pool.add(memory, 2, cosine=cosine, graph=nb.strength)
+            cand.via = nb.seed
+
+    @staticmethod
+    def _allowed(memory: Memory, filters: SearchFilter) -> bool:
+        """Graph neighbours bypass the store's search filters, so check the cheap ones here."""
+        if memory.do_not_inject and not filters.include_forgotten:
+            return False
+        if memory.superseded and not filters.include_superseded:
+            return False
+        if filters.pinned is not None and memory.pinned != filters.pinned:
+            return False
+        if filters.memory_types is not None and memory.memory_type not in filters.memory_types:
+            return False
+        if filters.ids is not None and memory.id not in filters.ids:
+            return False
+        return not filters.metadata  # metadata filters are store-side only
+
+    def _found(self, pool: CandidatePool, weights: FusionWeights) -> int:
+        """Hits that count as 'found' for the phase rules: close enough in meaning, or
+        (when the caller turned vectors off) matched lexically."""
+        threshold = self.policy.retrieval.relevance_threshold
+        count = 0
+        for c in pool.by_id.values():
+            if (c.cosine is not None and c.cosine >= threshold) or (
+                weights.vector == 0 and c.lexical
+            ):
+                count += 1
+        return count
+
+    async def _force(
+        self,
+        namespace: str,
+        text: str,
+        query: Vector,
+        plan: SearchPlan,
+        pool: CandidatePool,
+        archived: list[tuple[ArchiveRecord, float]],
+    ) -> None:
+        missing = [i for i in plan.force_ids if i not in pool.by_id]
+        if not missing:
+            return
+        found = await self.store.get_many(namespace, missing, with_embeddings=True)
+        qn = float(np.linalg.norm(query)) or 1.0
+        for memory in found.values():
+            cosine = None
+            if memory.embedding is not None:
+                vec = np.asarray(memory.embedding, dtype=np.float32)
+                cosine = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
+                memory.embedding = None
+            lexical = None
+            if text.strip():
+                lx = await self.store.lexical_search(
+                    namespace,
+                    text,
+                    tiers=frozenset({memory.tier}),
+                    k=1,
+                    filters=SearchFilter(
+                        include_forgotten=True,
+                        include_superseded=True,
+                        ids=frozenset({memory.id}),
+                    ),
+                )
+                lexical = lx[0].score if lx else None
+            pool.add(memory, 0, cosine=cosine, lexical=lexical)
+        have = {r.id for r, _ in archived}
+        records = await self.store.get_archives(
+            namespace, [i for i in missing if i not in found and i not in have]
+        )
+        for record in records.values():
+            cosine = 0.0
+            if record.summary_embedding is not None:
+                vec = np.asarray(record.summary_embedding, dtype=np.float32)
+                cosine = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
+            archived.append((record, cosine))
+
+    def rank(
+        self,
+        pool: CandidatePool,
+        archived: list[tuple[ArchiveRecord, float]],
+        plan: SearchPlan,
+        now: datetime,
+    ) -> list[Hit]:
+        """Score every candidate (relevance normalised over this candidate set) and sort."""
+        rp, dp, sp = self.policy.retrieval, self.policy.decay, self.policy.scoring
+        cands = [
+            c
+            for c in pool.by_id.values()
+            if c.memory.id in plan.force_ids
+            or passes_noise_floor(c.cosine, c.lexical, c.graph, rp.noise_floor)
+        ]
+        live_n = len(cands)
+        cosines = [c.cosine for c in cands] + [score for _, score in archived]
+        lexical = [c.lexical for c in cands] + [None] * len(archived)
+        graph = [c.graph for c in cands] + [None] * len(archived)
+        relevance, nv, nl, ng = fuse(cosines, lexical, graph, plan.weights)
+
+        hits: list[Hit] = []
+        for i, cand in enumerate(cands):
+            m = cand.memory
+            r, h = decay.memory_recency(m, now, dp)
+            ret = decay.retention_from_recency(r, decay.floor_for(m, dp))
+            freq = decay.frequency(m.use_count, dp.frequency_saturation)
+            score, factor = final_score(relevance[i], ret, freq, m.tier, sp)
+            terms = ScoreTerms(
+                cosine=cand.cosine or 0.0,
+                vector=nv[i],
+                lexical=nl[i],
+                graph=ng[i],
+                relevance=relevance[i],
+                retention=ret,
+                recency=r,
+                half_life_days=h,
+                frequency=freq,
+                tier_factor=factor,
+                score=score,
+            )
+            hits.append(
+                Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=cand.phase, via=cand.via)
+            )
+        for j, (record, cosine) in enumerate(archived):
+            i = live_n + j
+            freq = decay.frequency(record.use_count, dp.frequency_saturation)
+            score, factor = final_score(relevance[i], 0.0, freq, Tier.ARCHIVED, sp)
+            terms = ScoreTerms(
+                cosine=cosine,
+                vector=nv[i],
+                relevance=relevance[i],
+                retention=0.0,
+                frequency=freq,
+                tier_factor=factor,
+                score=score,
+            )
+            hits.append(
+                Hit(
+                    memory=archived_view(record),
+                    tier=Tier.ARCHIVED,
+                    score=score,
+                    terms=terms,
+                    phase=4,
+                )
+            )
+        hits.sort(key=lambda h: h.score, reverse=True)
+        return hits
+
+
+def filter_hits(hits: list[Hit], ids: Collection[str]) -> list[Hit]:
+    wanted = set(ids)
+    return [h for h in hits if h.memory.id in wanted]

@@ -1,0 +1,113 @@
+"""Hybrid relevance and the final score (DESIGN.md section 3), as pure functions.
+
+Relevance fuses three signals that live on different scales (cosine in [-1, 1], BM25
+unbounded, graph path strength in [0, 1]); min-max normalising each over the
+candidate set puts them on one scale before weighting, as in seed 003.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .errors import ValidationError
+from .models import Tier
+from .policy import FusionWeights, ScoringWeights
+
+_WEIGHT_ALIASES = {"vector": "vector", "keyword": "keyword", "lexical": "keyword", "graph": "graph"}
+
+
+def resolve_fusion_weights(
+    base: FusionWeights, override: Mapping[str, float] | None
+) -> FusionWeights:
+    """Per-call weights, e.g. {"keyword": 1, "vector": 0} for exact-id lookups.
+
+    Keys not given keep... nothing: an override names every signal it wants, the rest
+    get 0, so {"vector": 1} means pure semantic search.
+    """
+    if not override:
+        return base
+    values = {"vector": 0.0, "keyword": 0.0, "graph": 0.0}
+    for key, weight in override.items():
+        name = _WEIGHT_ALIASES.get(key)
+        if name is None:
+            raise ValidationError(
+                f"unknown fusion weight {key!r}; use 'vector', 'keyword' or 'graph'"
+            )
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            raise ValidationError(f"fusion weight {key!r} must be a number >= 0")
+        values[name] = float(weight)
+    try:
+        return FusionWeights(**values)
+    except ValueError as e:
+        raise ValidationError(str(e)) from None
+
+
+def min_max(values: Sequence[float | None]) -> list[float]:
+    """Normalise present values to [0, 1]; missing values are 0.
+
+    When every present value is equal there is no spread to normalise: a positive
+    signal then counts fully (1.0) and a non-positive one not at all.
+    """
+    present = [v for v in values if v is not None]
+    if not present:
+        return [0.0] * len(values)
+    lo, hi = min(present), max(present)
+    span = hi - lo
+    out: list[float] = []
+    for v in values:
+        if v is None:
+            out.append(0.0)
+        elif span <= 1e-12:
+            out.append(1.0 if v > 0 else 0.0)
+        else:
+            out.append((v - lo) / span)
+    return out
+
+
+def fuse(
+    vector: Sequence[float | None],
+    lexical: Sequence[float | None],
+    graph: Sequence[float | None],
+    weights: FusionWeights,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Weighted sum of the normalised signals, divided by the weight total so that
+    relevance stays in [0, 1] whatever the per-call weights are.
+
+    Returns (relevance, vector_norm, lexical_norm, graph_norm), one entry per candidate.
+    """
+    nv, nl, ng = min_max(vector), min_max(lexical), min_max(graph)
+    total = weights.vector + weights.keyword + weights.graph
+    relevance = [
+        (weights.vector * v + weights.keyword * lx + weights.graph * g) / total
+        for v, lx, g in zip(nv, nl, ng, strict=True)
+    ]
+    return relevance, nv, nl, ng
+
+
+def final_score(
+    relevance: float, retention: float, frequency: float, tier: Tier, weights: ScoringWeights
+) -> tuple[float, float]:
+    """score = tier_factor * (w_rel*relevance + w_ret*retention + w_freq*frequency).
+
+    Returns (score, tier_factor).
+    """
+    factor = weights.tier_factor.get(tier, 1.0)
+    base = (
+        weights.relevance * relevance
+        + weights.retention * retention
+        + weights.frequency * frequency
+    )
+    return factor * base, factor
+
+
+def passes_noise_floor(
+    cosine: float | None, lexical: float | None, graph: float | None, floor: float
+) -> bool:
+    """A candidate found only by vector search, and near nothing, is noise.
+
+    Lexical or graph evidence keeps a candidate even when its cosine is low, because an
+    exact identifier or an association is a reason of its own.
+    """
+    if (lexical is not None and lexical > 0) or (graph is not None and graph > 0):
+        return True
+    return cosine is not None and cosine >= floor

@@ -1,0 +1,99 @@
+"""Tier-share packing: shares honoured when every tier has enough, leftovers shared."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from tiered_memory.budget import pack, render_line, share_caps, share_of
+from tiered_memory.models import Hit, Memory, ScoreTerms, Tier
+from tiered_memory.policy import BudgetShares
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def words(text: str) -> int:
+    """A transparent counter for exact arithmetic: one token per word."""
+    return len(text.split())
+
+
+def hit(i: int, tier: Tier, score: float, n_words: int = 9, pinned: bool = False) -> Hit:
+    # render_line adds "- ", so a memory of 9 words costs 10 tokens
+    content = " ".join(f"w{i}x{j}" for j in range(n_words))
+    m = Memory(id=f"m{i}", content=content, tier=tier, pinned=pinned, created_at=T0, updated_at=T0)
+    return Hit(memory=m, tier=tier, score=score, terms=ScoreTerms(score=score))
+
+
+def many(tier: Tier, n: int, start: int, pinned: bool = False) -> list[Hit]:
+    return [hit(start + i, tier, 1.0 - i * 0.001, pinned=pinned) for i in range(n)]
+
+
+def sorted_hits(*groups: list[Hit]) -> list[Hit]:
+    return sorted([h for g in groups for h in g], key=lambda h: h.score, reverse=True)
+
+
+def test_share_caps_follow_design_defaults() -> None:
+    assert share_caps(1000, BudgetShares()) == {"pinned": 250, "hot": 450, "warm": 250, "cold": 50}
+
+
+def test_shares_are_honoured_when_every_tier_has_enough() -> None:
+    hits = sorted_hits(
+        many(Tier.HOT, 60, 0, pinned=True),
+        many(Tier.HOT, 60, 100),
+        many(Tier.WARM, 60, 200),
+        many(Tier.COLD, 60, 300),
+    )
+    p = pack(hits, budget=1000, max_items=1000, shares=BudgetShares(), count_tokens=words)
+    assert p.tokens_by_share == {"pinned": 250, "hot": 450, "warm": 250, "cold": 50}
+    assert p.used == 1000
+
+
+def test_a_short_tier_leaves_its_share_to_the_best_others() -> None:
+    hits = sorted_hits(many(Tier.HOT, 100, 0), many(Tier.WARM, 2, 200))
+    p = pack(hits, budget=1000, max_items=1000, shares=BudgetShares(), count_tokens=words)
+    assert p.tokens_by_share["warm"] == 20
+    assert p.tokens_by_share["hot"] == 980  # 450 share + leftovers of pinned/warm/cold
+    assert p.used == 1000
+
+
+def test_budget_is_never_exceeded_and_max_items_holds() -> None:
+    hits = sorted_hits(many(Tier.HOT, 50, 0), many(Tier.WARM, 50, 100))
+    p = pack(hits, budget=95, max_items=1000, shares=BudgetShares(), count_tokens=words)
+    assert p.used <= 95
+    assert p.used == 90
+    q = pack(hits, budget=10_000, max_items=20, shares=BudgetShares(), count_tokens=words)
+    assert len(q.chosen) == 20
+
+
+def test_an_oversized_item_is_skipped_for_smaller_ones() -> None:
+    big = hit(1, Tier.HOT, 0.99, n_words=500)
+    small = hit(2, Tier.HOT, 0.5)
+    p = pack([big, small], budget=100, max_items=20, shares=BudgetShares(), count_tokens=words)
+    assert [h.memory.id for h in p.chosen] == ["m2"]
+
+
+def test_zero_budget_injects_nothing() -> None:
+    p = pack(
+        many(Tier.HOT, 3, 0), budget=0, max_items=20, shares=BudgetShares(), count_tokens=words
+    )
+    assert p.chosen == []
+
+
+def test_pinned_first_then_by_score_and_tokens_recorded() -> None:
+    hits = sorted_hits([hit(1, Tier.HOT, 0.9)], [hit(2, Tier.WARM, 0.1, pinned=True)])
+    p = pack(hits, budget=1000, max_items=20, shares=BudgetShares(), count_tokens=words)
+    assert [h.memory.id for h in p.chosen] == ["m2", "m1"]
+    assert all(h.tokens == 10 for h in p.chosen)
+
+
+def test_archived_hits_use_the_cold_share_and_are_marked() -> None:
+    a = hit(7, Tier.ARCHIVED, 0.5)
+    assert share_of(a) == "cold"
+    assert render_line(a).startswith("- [archived id=m7] ")
+
+
+@pytest.mark.parametrize("shares", [dict(pinned=0.5, hot=0.5, warm=0.5, cold=0.0)])
+def test_shares_must_sum_to_one(shares: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="sum to 1"):
+        BudgetShares(**shares)

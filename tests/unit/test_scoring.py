@@ -1,0 +1,74 @@
+"""Hybrid fusion, per-call weights, noise floor and the final score."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiered_memory import ValidationError
+from tiered_memory.models import Tier
+from tiered_memory.policy import FusionWeights, ScoringWeights
+from tiered_memory.scoring import (
+    final_score,
+    fuse,
+    min_max,
+    passes_noise_floor,
+    resolve_fusion_weights,
+)
+
+
+def test_min_max_normalises_present_values_and_zeroes_missing() -> None:
+    assert min_max([0.2, None, 0.6, 0.4]) == pytest.approx([0.0, 0.0, 1.0, 0.5])
+    assert min_max([None, None]) == [0.0, 0.0]
+    assert min_max([0.3, 0.3]) == [1.0, 1.0]
+    assert min_max([-0.1]) == [0.0]
+
+
+def test_fuse_weights_default_to_design_values() -> None:
+    w = FusionWeights()
+    assert (w.vector, w.keyword, w.graph) == (0.6, 0.3, 0.1)
+    rel, nv, nl, ng = fuse([0.9, 0.1], [None, 5.0], [0.5, None], w)
+    # candidate 0: vector 1, lexical 0, graph 1 -> 0.6 + 0.1
+    assert rel[0] == pytest.approx(0.7)
+    # candidate 1: vector 0, lexical 1, graph 0 -> 0.3
+    assert rel[1] == pytest.approx(0.3)
+    assert (nv, nl, ng) == ([1.0, 0.0], [0.0, 1.0], [1.0, 0.0])
+
+
+def test_per_call_override_for_exact_id_lookup() -> None:
+    w = resolve_fusion_weights(FusionWeights(), {"keyword": 1, "vector": 0})
+    assert (w.vector, w.keyword, w.graph) == (0.0, 1.0, 0.0)
+    rel, *_ = fuse([0.99, 0.1], [None, 3.0], [None, None], w)
+    assert rel == pytest.approx([0.0, 1.0])
+
+
+def test_relevance_stays_in_unit_range_for_any_weights() -> None:
+    w = resolve_fusion_weights(FusionWeights(), {"vector": 5, "keyword": 5, "graph": 5})
+    rel, *_ = fuse([1.0, 0.0], [2.0, 1.0], [1.0, 0.0], w)
+    assert max(rel) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bad", [{"bogus": 1.0}, {"vector": -1}, {"vector": 0, "keyword": 0}])
+def test_bad_weights_are_typed_errors(bad: dict[str, float]) -> None:
+    with pytest.raises(ValidationError):
+        resolve_fusion_weights(FusionWeights(), bad)
+
+
+def test_final_score_formula_and_tier_factors() -> None:
+    w = ScoringWeights()
+    score, factor = final_score(0.8, 0.5, 0.25, Tier.WARM, w)
+    assert factor == 1.0
+    assert score == pytest.approx(0.5 * 0.8 + 0.3 * 0.5 + 0.2 * 0.25)
+    cold, f_cold = final_score(0.8, 0.5, 0.25, Tier.COLD, w)
+    assert f_cold == 0.5
+    assert cold == pytest.approx(score * 0.5)
+    archived, f_arch = final_score(0.8, 0.5, 0.25, Tier.ARCHIVED, w)
+    assert f_arch == pytest.approx(1 / 1.2)
+    assert archived == pytest.approx(score / 1.2)
+
+
+def test_noise_floor_drops_vector_only_noise_but_keeps_other_evidence() -> None:
+    assert not passes_noise_floor(0.01, None, None, 0.05)
+    assert passes_noise_floor(0.01, 2.0, None, 0.05)
+    assert passes_noise_floor(0.01, None, 0.3, 0.05)
+    assert passes_noise_floor(0.2, None, None, 0.05)
+    assert not passes_noise_floor(None, 0.0, 0.0, 0.05)
