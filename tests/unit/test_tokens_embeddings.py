@@ -48,7 +48,8 @@ def test_unknown_encoding_is_a_configuration_error() -> None:
 def test_hashing_embedder_is_deterministic_normalised_and_similarity_aware() -> None:
     e = HashingEmbedder(dimension=256)
     m = asyncio.run(e.embed_documents(["the daughter is called Ava", "daughter Ava", "rust"]))
-    assert m.shape == (3, 256) and m.dtype == np.float32
+    assert m.shape == (3, 256)
+    assert m.dtype == np.float32
     assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
     assert float(m[0] @ m[1]) > float(m[0] @ m[2])
     again = asyncio.run(e.embed_query("the daughter is called Ava"))
