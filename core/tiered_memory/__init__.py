@@ -2,6 +2,7 @@
 
 from .clock import ManualClock, SystemClock
 from .embeddings import HashingEmbedder, SentenceTransformerEmbedder, as_embedder
+from .engine import AsyncTieredMemory, MemoryInput, TieredMemory
 from .errors import (
     ArchiveIntegrityError,
     BackendUnavailableError,
@@ -46,6 +47,7 @@ __all__ = [
     "ArchiveIntegrityError",
     "ArchiveRecord",
     "AssociationPolicy",
+    "AsyncTieredMemory",
     "BackendUnavailableError",
     "BudgetShares",
     "ConfigurationError",
@@ -62,6 +64,7 @@ __all__ = [
     "LinkKind",
     "ManualClock",
     "Memory",
+    "MemoryInput",
     "MemoryType",
     "MissingDependencyError",
     "NamespaceError",
@@ -76,6 +79,7 @@ __all__ = [
     "SystemClock",
     "Tier",
     "TierPolicy",
+    "TieredMemory",
     "TieredMemoryError",
     "ValidationError",
     "as_embedder",
