@@ -21,6 +21,7 @@ from .models import (
     Injection,
     Link,
     LinkKind,
+    MaintenanceReport,
     Memory,
     MemoryType,
     ScoreTerms,
@@ -41,6 +42,7 @@ from .policy import (
     ScoringWeights,
     TierPolicy,
 )
+from .scheduler import MaintenanceRunner
 
 __all__ = [
     "ArchivalPolicy",
@@ -62,6 +64,8 @@ __all__ = [
     "Limits",
     "Link",
     "LinkKind",
+    "MaintenanceReport",
+    "MaintenanceRunner",
     "ManualClock",
     "Memory",
     "MemoryInput",

@@ -11,7 +11,7 @@ import builtins
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -21,10 +21,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import decay, validation
+from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import SystemClock
 from .embeddings import HashingEmbedder, as_embedder
 from .errors import NotFoundError, ValidationError
+from .lifecycle import Sweep
+from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
     LIVE_TIERS,
     Explanation,
@@ -32,12 +35,14 @@ from .models import (
     Injection,
     Link,
     LinkKind,
+    MaintenanceReport,
     Memory,
     MemoryType,
     ScoreTerms,
     SearchResults,
     Stats,
     Tier,
+    utc,
 )
 from .policy import Policy
 from .ports import (
@@ -57,6 +62,7 @@ from .ports import (
 )
 from .retrieval import ACTIVE, Retriever, SearchPlan, archived_view
 from .runner import LoopThread
+from .scheduler import MaintenanceRunner
 from .scoring import resolve_fusion_weights
 from .tokens import TiktokenCounter
 
@@ -106,6 +112,7 @@ class AsyncTieredMemory:
         policy: Policy | None = None,
         clock: Clock | None = None,
         tokens: TokenCounter | None = None,
+        sweep_lock: SweepLock | None = None,
     ) -> None:
         self.store = store
         self.graph = graph
@@ -116,6 +123,11 @@ class AsyncTieredMemory:
         self.clock: Clock = clock or SystemClock()
         self.tokens: TokenCounter = tokens or TiktokenCounter()
         self.retriever = Retriever(store, graph, self.policy)
+        self.archiver = Archiver(
+            store, graph, objects, summarizer, self.embedder, self.tokens, self.policy
+        )
+        self.sweep = Sweep(store, graph, self.archiver, summarizer, self.embedder, self.policy)
+        self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
 
     # -- construction ---------------------------------------------------------------
@@ -150,6 +162,7 @@ class AsyncTieredMemory:
             embedder=embedder if embedder is not None else HashingEmbedder(),
             policy=policy,
             clock=clock,
+            sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
         )
 
     async def close(self) -> None:
@@ -686,8 +699,12 @@ class AsyncTieredMemory:
         await self.store.delete_many(ns, [id])
 
     async def restore(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
-        """Undo a soft delete."""
+        """Undo a soft delete; for an archived memory, bring it back to WARM from its
+        original in object storage."""
         ns = self._ns(namespace)
+        validation.check_id(id)
+        if await self.store.get_archives(ns, [id]):
+            await self.archiver.restore(ns, [id], now=self.clock.now())
         return await self._patch(
             ns, id, MemoryPatch(do_not_inject=False, updated_at=self.clock.now())
         )
@@ -780,6 +797,94 @@ class AsyncTieredMemory:
         validation.check_id(id)
         return await self.graph.links_of(ns, [id])
 
+    # -- life cycle and archive ---------------------------------------------------------
+
+    async def maintain(
+        self,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        namespace: str | None = None,
+    ) -> MaintenanceReport:
+        """Apply every tier transition that is due, in DESIGN.md order, and archive.
+
+        Idempotent; `dry_run=True` reports what would move and what archiving would
+        cost, changing nothing. Returns a report with `skipped=True` when another sweep
+        of this store is running (in this process or, for SQLite, any other).
+        """
+        when = utc(now) if now is not None else self.clock.now()
+        ns = self._ns(namespace) if namespace is not None else None
+        if not self._sweep_lock.try_acquire():
+            return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
+        try:
+            before = _usage(self.summarizer)
+            report = await self.sweep.run(when, dry_run=dry_run, namespace=ns)
+            after = _usage(self.summarizer)
+            report.summarizer_input_tokens = after[0] - before[0]
+            report.summarizer_output_tokens = after[1] - before[1]
+            return report
+        finally:
+            self._sweep_lock.release()
+
+    async def archive(
+        self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
+    ) -> int:
+        """Archive these memories now, whatever their tier (pinned and core excepted)."""
+        ns = self._ns(namespace)
+        memories = [await self._require(ns, i) for i in ids]
+        for m in memories:
+            if m.pinned or m.core:
+                raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
+        done = 0
+        now = self.clock.now()
+        for m in memories:
+            done += await self.archiver.archive_one(ns, m.id, now=now, reason=reason)
+        return done
+
+    async def expand(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        """The full original of an archived memory, read back from object storage and
+        verified. Three expansions within 30 days restore the memory to WARM."""
+        ns = self._ns(namespace)
+        validation.check_id(id)
+        document, _ = await self.archiver.expand(ns, id, now=self.clock.now())
+        return document
+
+    async def restore_archive(
+        self, ids: Sequence[str] | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        """Bring archived memories back to WARM (all of them when `ids` is None): the
+        rollback of seed 001. Returns how many were restored."""
+        ns = self._ns(namespace)
+        now = self.clock.now()
+        if ids is not None:
+            return await self.archiver.restore(ns, [validation.check_id(i) for i in ids], now=now)
+        restored = 0
+        while True:  # restored records leave the archive, so always read the first page
+            page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)
+            if not page:
+                return restored
+            count = await self.archiver.restore(ns, [r.id for r in page], now=now)
+            if count == 0:
+                return restored
+            restored += count
+
+    def runner(
+        self,
+        interval: timedelta | None = None,
+        on_report: Callable[[MaintenanceReport], None] | None = None,
+    ) -> MaintenanceRunner:
+        """A background runner repeating `maintain()` (default every 6 h)."""
+        return MaintenanceRunner(self, interval=interval, on_report=on_report)
+
+
+def _usage(summarizer: Summarizer) -> tuple[int, int]:
+    """Token usage a summariser reports, if it keeps any (the Claude one does)."""
+    usage = getattr(summarizer, "usage", None)
+    return (
+        int(getattr(usage, "input_tokens", 0) or 0),
+        int(getattr(usage, "output_tokens", 0) or 0),
+    )
+
 
 # -- the sync facade -------------------------------------------------------------------
 
@@ -811,6 +916,7 @@ class TieredMemory:
     def __init__(self, engine: AsyncTieredMemory, *, _loop: LoopThread | None = None) -> None:
         self.aio = engine
         self._loop = _loop or LoopThread()
+        self._runner: MaintenanceRunner | None = None
 
     @classmethod
     def embedded(
@@ -847,6 +953,7 @@ class TieredMemory:
 
     def close(self) -> None:
         try:
+            self.stop_maintenance()
             self._loop.run(self.aio.close())
         finally:
             self._loop.stop()
@@ -875,6 +982,28 @@ class TieredMemory:
     demote = _blocking(AsyncTieredMemory.demote)
     link = _blocking(AsyncTieredMemory.link)
     links = _blocking(AsyncTieredMemory.links)
+    maintain = _blocking(AsyncTieredMemory.maintain)
+    archive = _blocking(AsyncTieredMemory.archive)
+    expand = _blocking(AsyncTieredMemory.expand)
+    restore_archive = _blocking(AsyncTieredMemory.restore_archive)
+
+    def start_maintenance(
+        self,
+        interval: timedelta | None = None,
+        on_report: Callable[[MaintenanceReport], None] | None = None,
+    ) -> MaintenanceRunner:
+        """Start the background sweep on this memory's loop; stop it with
+        `stop_maintenance()` (close() stops it too)."""
+        runner = self.aio.runner(interval, on_report)
+        self._loop.run(runner.start())
+        self._runner = runner
+        return runner
+
+    def stop_maintenance(self) -> None:
+        runner = self._runner
+        if runner is not None:
+            self._loop.run(runner.stop())
+            self._runner = None
 
 
 __all__ = ["SHARE_ORDER", "AsyncTieredMemory", "MemoryInput", "TieredMemory", "share_of"]

@@ -301,3 +301,36 @@ def finite_vector(values: Any, *, what: str = "embedding") -> list[float]:
     if not all(math.isfinite(x) for x in out):
         raise ValidationError(f"{what} contains NaN or infinite values")
     return out
+
+
+class ArchiveEstimate(BaseModel):
+    """What archiving the current candidates would cost (a dry run's answer)."""
+
+    candidates: int = 0
+    summarizer_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    bytes: int = 0
+
+
+class MaintenanceReport(BaseModel):
+    """What one sweep moved, what failed, and how long it took."""
+
+    now: datetime
+    dry_run: bool = False
+    skipped: bool = False  # another sweep of this store was running
+    namespaces: int = 0
+    moved: dict[str, int] = Field(default_factory=dict)  # transition name -> count
+    errors: list[str] = Field(default_factory=list)
+    archive_paused: bool = False
+    archive_estimate: ArchiveEstimate | None = None
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    duration_seconds: float = 0.0
+
+    def count(self, transition: str) -> int:
+        return self.moved.get(transition, 0)
+
+    def add(self, transition: str, n: int) -> None:
+        if n:
+            self.moved[transition] = self.moved.get(transition, 0) + n

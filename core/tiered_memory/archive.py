@@ -1,0 +1,294 @@
+"""The archival pipeline (DESIGN.md section 6, seed 001), expansion and restore.
+
+Per memory: summarise -> embed the summary -> write the original as JSON -> verify it
+(HEAD: size and sha256) -> drop its graph links -> write the archive record, which
+replaces the live record in one store operation. A crash at any step leaves the
+memory COLD with its content (and its original, if written, reusable on the rerun) or
+fully ARCHIVED with a verified original; never lost, never both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from . import validation
+from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
+from .models import ArchiveEstimate, ArchiveRecord, Link, Memory, Tier
+from .policy import Policy
+from .ports import (
+    AssociationGraph,
+    Embedder,
+    MemoryStore,
+    ObjectStore,
+    Summarizer,
+    SummaryRequest,
+    TokenCounter,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+# The seed-001 prompt, used for cost estimates here and by the Claude summariser.
+SUMMARY_PROMPT_TOKENS = 80
+SUMMARY_CONTEXT_TOKENS = 50
+SUMMARY_OUTPUT_TOKENS = 80
+
+
+def original_document(
+    memory: Memory, links: Sequence[Link], *, archived_at: datetime, reason: str
+) -> dict[str, Any]:
+    """The seed-001 object format, plus the full memory so a restore loses nothing."""
+    full = memory.model_dump(mode="json")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "original_id": memory.id,
+        "namespace": memory.namespace,
+        "content": memory.content,
+        "embedding": memory.embedding,
+        "entity_links": [link.target for link in links],
+        "links": [link.model_dump(mode="json") for link in links],
+        "metadata": {
+            **memory.metadata,
+            "source": memory.source,
+            "memory_type": memory.memory_type.value,
+        },
+        "importance_score": memory.importance,
+        "created_at": memory.created_at.isoformat(),
+        "archived_at": archived_at.isoformat(),
+        "archive_reason": reason,
+        "memory": full,
+    }
+
+
+def encode_document(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, ensure_ascii=False, sort_keys=True, allow_nan=False).encode()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def decode_document(data: bytes, *, expected_id: str | None = None) -> dict[str, Any]:
+    """Parse and sanity-check an archived original; corrupt data is a typed error."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArchiveIntegrityError(f"archived original is not valid JSON: {e}") from e
+    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
+        raise ArchiveIntegrityError("archived original has an unknown schema_version")
+    if expected_id is not None and document.get("original_id") != expected_id:
+        raise ArchiveIntegrityError(
+            f"archived original holds {document.get('original_id')!r}, not {expected_id!r}"
+        )
+    if not isinstance(document.get("content"), str) or not isinstance(document.get("memory"), dict):
+        raise ArchiveIntegrityError("archived original lacks its content")
+    return document
+
+
+def memory_from_document(document: dict[str, Any]) -> Memory:
+    try:
+        return Memory.model_validate(document["memory"])
+    except Exception as e:
+        raise ArchiveIntegrityError(f"archived original has a malformed memory: {e}") from e
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float, what: str
+) -> T:
+    """Exponential backoff with jitter for transient failures of remote services."""
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except (TieredMemoryError, OSError, asyncio.TimeoutError) as e:
+            if isinstance(e, (NotFoundError, ArchiveIntegrityError)) or attempt >= retries:
+                raise
+            delay = base_delay * (2**attempt) * (0.5 + random.random() / 2)
+            log.info("%s failed (%s); retry %d in %.2fs", what, e, attempt + 1, delay)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+
+class Archiver:
+    """Moves COLD memories to the archive and back; one memory at a time, each atomic."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        graph: AssociationGraph,
+        objects: ObjectStore,
+        summarizer: Summarizer,
+        embedder: Embedder,
+        tokens: TokenCounter,
+        policy: Policy,
+    ) -> None:
+        self.store, self.graph, self.objects = store, graph, objects
+        self.summarizer, self.embedder, self.tokens = summarizer, embedder, tokens
+        self.policy = policy
+
+    async def archive_one(self, ns: str, memory_id: str, *, now: datetime, reason: str) -> bool:
+        """Archive one live memory; False when it is no longer there (already done)."""
+        ap = self.policy.archival
+        found = await self.store.get_many(ns, [memory_id], with_embeddings=True)
+        memory = found.get(memory_id)
+        if memory is None:
+            return False
+        links = await self.graph.links_of(ns, [memory_id])
+        links = await self._links_from_previous_attempt(ns, memory_id, links)
+        request = SummaryRequest(
+            content=memory.content,
+            memory_type=memory.memory_type,
+            domain=_domain(memory),
+            entities=tuple(link.target for link in links[:10]),
+        )
+        summary = await with_retries(
+            lambda: self.summarizer.summarize(request),
+            retries=ap.max_retries,
+            base_delay=ap.backoff_base_seconds,
+            what="summarise",
+        )
+        text = summary.text.strip() or memory.content[:200]
+        matrix = await self.embedder.embed_documents([text])
+        summary_vector = validation.check_vector(matrix[0], None, what="summary embedding")
+
+        document = original_document(memory, links, archived_at=now, reason=reason)
+        data = encode_document(document)
+        checksum = sha256_hex(data)
+        await with_retries(
+            lambda: self.objects.put(ns, memory_id, data),
+            retries=ap.max_retries,
+            base_delay=ap.backoff_base_seconds,
+            what="store original",
+        )
+        head = await self.objects.head(ns, memory_id)
+        if head is None or head.size != len(data) or head.checksum != checksum:
+            raise ArchiveIntegrityError(
+                f"stored original of {memory_id!r} did not verify (size or checksum differ)"
+            )
+        record = ArchiveRecord(
+            id=memory.id,
+            namespace=ns,
+            summary=text,
+            summary_embedding=[float(x) for x in summary_vector],
+            memory_type=memory.memory_type,
+            importance=memory.importance,
+            source=memory.source,
+            metadata=memory.metadata,
+            links=list(links),
+            storage_ref=self.objects.ref(ns, memory_id),
+            size_bytes=len(data),
+            checksum=checksum,
+            storage_verified=True,
+            created_at=memory.created_at,
+            archived_at=now,
+            archive_reason=reason,
+            use_count=memory.use_count,
+        )
+        # Links go before the record: a crash between leaves a COLD memory whose links
+        # are kept in its verified original (reused above), never a dangling link.
+        await self.graph.drop_nodes(ns, [memory_id])
+        await self.store.archive_many(ns, [record])
+        return True
+
+    async def _links_from_previous_attempt(
+        self, ns: str, memory_id: str, links: list[Link]
+    ) -> list[Link]:
+        """If an earlier run wrote the original and then stopped, its links live there."""
+        if links:
+            return links
+        try:
+            if await self.objects.head(ns, memory_id) is None:
+                return links
+            document = decode_document(await self.objects.get(ns, memory_id), expected_id=memory_id)
+        except (TieredMemoryError, OSError):
+            return links
+        return [Link.model_validate(x) for x in document.get("links", [])]
+
+    def estimate(self, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
+        """Cost of archiving `memories`: summariser calls and tokens, bytes to store."""
+        est = ArchiveEstimate(candidates=len(memories), summarizer_calls=len(memories))
+        for memory in memories:
+            est.input_tokens += (
+                SUMMARY_PROMPT_TOKENS + SUMMARY_CONTEXT_TOKENS + self.tokens.count(memory.content)
+            )
+            est.output_tokens += SUMMARY_OUTPUT_TOKENS
+            est.bytes += len(
+                encode_document(original_document(memory, [], archived_at=now, reason="estimate"))
+            )
+        return est
+
+    async def expand(
+        self, ns: str, memory_id: str, *, now: datetime
+    ) -> tuple[dict[str, Any], bool]:
+        """The original of an archived memory, verified; counts the expansion.
+
+        Returns (document, restored): 3 expansions within 30 days restore it to WARM.
+        """
+        records = await self.store.get_archives(ns, [memory_id])
+        record = records.get(memory_id)
+        if record is None:
+            raise NotFoundError(f"no archived memory {memory_id!r} in namespace {ns!r}")
+        data = await self.objects.get(ns, memory_id)
+        if sha256_hex(data) != record.checksum or len(data) != record.size_bytes:
+            raise ArchiveIntegrityError(
+                f"the stored original of {memory_id!r} does not match its archive record"
+            )
+        document = decode_document(data, expected_id=memory_id)
+        tp = self.policy.tiers
+        recent = [t for t in record.expansions if now - t < tp.restore_window] + [now]
+        record.expansions = recent
+        record.use_count += 1
+        await self.store.update_archive(ns, record)
+        restored = False
+        if len(recent) >= tp.restore_expansions:
+            restored = await self.restore(ns, [memory_id], now=now) == 1
+        return document, restored
+
+    async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
+        """Bring archived memories back to WARM from their originals (seed-001 rollback)."""
+        records = await self.store.get_archives(ns, list(ids))
+        restored = 0
+        for memory_id, record in records.items():
+            data = await self.objects.get(ns, memory_id)
+            if sha256_hex(data) != record.checksum:
+                raise ArchiveIntegrityError(
+                    f"the stored original of {memory_id!r} does not match its archive record"
+                )
+            document = decode_document(data, expected_id=memory_id)
+            memory = memory_from_document(document)
+            memory.namespace = ns
+            memory.tier = Tier.WARM
+            memory.cold_since = None
+            memory.uses_since_cold = 0
+            memory.tier_changed_at = now
+            memory.last_accessed_at = now  # a restore is a use: it starts decaying afresh
+            memory.updated_at = now
+            await self.store.unarchive_many(ns, [memory])
+            if record.links:
+                live = await self.store.get_many(ns, [link.target for link in record.links])
+                keep = [link for link in record.links if link.target in live]
+                if keep:
+                    try:
+                        await self.graph.upsert_links(ns, keep)
+                    except Exception as e:
+                        log.warning("links of restored %r not re-created: %s", memory_id, e)
+            try:
+                await self.objects.delete(ns, memory_id)
+            except Exception as e:  # an orphan original is harmless; a lost memory is not
+                log.warning("original of restored %r left in object storage: %s", memory_id, e)
+            restored += 1
+        return restored
+
+
+def _domain(memory: Memory) -> str | None:
+    value = memory.metadata.get("domain")
+    return str(value) if value is not None else None
