@@ -1,0 +1,936 @@
+"""The embedded default MemoryStore: one SQLite file, FTS5 for words, numpy for vectors.
+
+Build it with `store = await SQLiteMemoryStore.open("memory.db")`; the association
+graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
+
+- Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
+  crash or a power loss (details in `sqlite_schema`).
+- Namespaces: every statement filters by namespace in its own WHERE clause.
+- Vector search: brute-force cosine over per-(namespace, tier) float32 matrices kept in
+  memory (`sqlite_vectors`), updated in place by this store's writes and dropped when
+  `PRAGMA data_version` shows another connection or process wrote to the file.
+- Lexical search: FTS5 with BM25, user text quoted word by word (`sqlite_query`).
+  BM25's document statistics are those of the whole file, so a namespace's scores
+  depend slightly on other namespaces' texts (never its results or counts).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import date, datetime
+from os import PathLike
+from typing import Any
+
+import numpy as np
+
+from tiered_memory.errors import (
+    DimensionMismatchError,
+    NamespaceError,
+    NotFoundError,
+    ValidationError,
+)
+from tiered_memory.models import (
+    LIVE_TIERS,
+    ArchiveRecord,
+    Memory,
+    MemoryType,
+    Stats,
+    Tier,
+    TierStats,
+    utc,
+)
+from tiered_memory.policy import TierPolicy
+from tiered_memory.ports import (
+    AccessRecord,
+    MemoryPatch,
+    ScanQuery,
+    ScoredArchive,
+    ScoredMemory,
+    SearchFilter,
+    Vector,
+)
+from tiered_memory.validation import check_id, check_importance, check_k, check_vector
+
+from .sqlite_query import (
+    IN_JSON,
+    from_us,
+    fts_match,
+    json_list,
+    metadata_sql,
+    placeholders,
+    scan_sql,
+    search_filter_sql,
+    tier_values,
+    to_us,
+    to_us_or_none,
+)
+from .sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
+from .sqlite_vectors import (
+    FORGOTTEN,
+    PINNED,
+    SUPERSEDED,
+    TYPE_CODES,
+    Mask,
+    VectorCache,
+    VectorIndex,
+    flags_of,
+    unit,
+)
+
+_FIELDS = (
+    "namespace, id, content, memory_type, tier, importance, pinned, core, do_not_inject, "
+    "superseded_by, consolidated_from, source, metadata, embedding, created_at, updated_at, "
+    "last_accessed_at, last_used_at, use_count, use_days, uses_since_cold, cold_since, "
+    "tier_changed_at"
+)
+_INSERT = f"INSERT INTO memories ({_FIELDS}) VALUES ({placeholders(_FIELDS.count(',') + 1)})"
+_CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, memory_type"
+_ARCHIVE_KEY = "archived"  # cache partition of a namespace's archive records
+DEFAULT_CACHE_ROWS = 2_000_000
+_NO_FILTER = SearchFilter()
+
+
+def _columns(alias: str, with_embeddings: bool) -> str:
+    names = [n.strip() for n in _FIELDS.split(",")]
+    if not with_embeddings:
+        names.remove("embedding")
+    return ", ".join(f"{alias}.{n}" for n in names)
+
+
+def _blob(vector: Vector) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def _from_blob(blob: bytes) -> Vector:
+    vector: Vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    return vector
+
+
+def _check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not namespace:
+        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
+    return namespace
+
+
+def _json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValidationError(f"{what} must be JSON-serialisable without NaN: {e}") from e
+
+
+def _memory(row: sqlite3.Row, with_embedding: bool) -> Memory:
+    return Memory(
+        id=row["id"],
+        namespace=row["namespace"],
+        content=row["content"],
+        memory_type=MemoryType(row["memory_type"]),
+        tier=Tier(row["tier"]),
+        importance=row["importance"],
+        pinned=bool(row["pinned"]),
+        core=bool(row["core"]),
+        do_not_inject=bool(row["do_not_inject"]),
+        superseded_by=row["superseded_by"],
+        consolidated_from=json.loads(row["consolidated_from"]),
+        source=row["source"],
+        metadata=json.loads(row["metadata"]),
+        embedding=(
+            _from_blob(row["embedding"]).tolist()
+            if with_embedding and row["embedding"] is not None
+            else None
+        ),
+        created_at=from_us(row["created_at"]),
+        updated_at=from_us(row["updated_at"]),
+        last_accessed_at=from_us(row["last_accessed_at"]),
+        use_count=row["use_count"],
+        use_days=[date.fromisoformat(d) for d in json.loads(row["use_days"])],
+        uses_since_cold=row["uses_since_cold"],
+        cold_since=from_us(row["cold_since"]),
+        tier_changed_at=from_us(row["tier_changed_at"]),
+    )
+
+
+def _archive(row: sqlite3.Row) -> ArchiveRecord:
+    data = json.loads(row["record"])
+    data["namespace"] = row["namespace"]
+    blob = row["summary_embedding"]
+    data["summary_embedding"] = None if blob is None else _from_blob(blob).tolist()
+    return ArchiveRecord.model_validate(data)
+
+
+def _use_days(days: Iterable[date], keep: int) -> str:
+    """Distinct days, oldest first, only the most recent `keep` of them."""
+    return json.dumps([d.isoformat() for d in sorted(set(days))[-keep:]])
+
+
+class SQLiteMemoryStore:
+    """MemoryStore over one SQLite file. Build it with `await SQLiteMemoryStore.open(path)`."""
+
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        *,
+        owns_database: bool = False,
+        use_days_kept: int = TierPolicy().use_days_kept,
+        cache_rows: int = DEFAULT_CACHE_ROWS,
+    ) -> None:
+        self._db = database
+        self._owns_database = owns_database
+        self._use_days_kept = use_days_kept
+        self._cache = VectorCache(cache_rows)
+        self._data_version: int | None = None
+        database.on_rollback(self._cache.clear)
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | PathLike[str],
+        *,
+        verify: bool = True,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        use_days_kept: int = TierPolicy().use_days_kept,
+        cache_rows: int = DEFAULT_CACHE_ROWS,
+    ) -> SQLiteMemoryStore:
+        """Open or create the file (schema included); `close()` closes it again.
+
+        `verify=False` skips the integrity check that reads the whole file at open.
+        `cache_rows` bounds the vectors kept in memory (about 1.5 KB each at 384-d).
+        """
+        database = await SQLiteDatabase.open(path, verify=verify, busy_timeout=busy_timeout)
+        return cls(database, owns_database=True, use_days_kept=use_days_kept, cache_rows=cache_rows)
+
+    @property
+    def database(self) -> SQLiteDatabase:
+        """The open file, to build the graph on: `SQLiteAssociationGraph(store.database)`."""
+        return self._db
+
+    # -- dimension -----------------------------------------------------------------------
+
+    async def dimension(self) -> int | None:
+        await self._db.gate()
+        with self._db.read() as conn:
+            return self._dimension(conn)
+
+    @staticmethod
+    def _dimension(conn: sqlite3.Connection) -> int | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _fix_dimension(self, conn: sqlite3.Connection, dimension: int | None) -> None:
+        """The first vector written fixes the dimension; later ones must match it."""
+        if dimension is None:
+            return
+        stored = self._dimension(conn)
+        if stored is None:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('dimension', ?)", (dimension,))
+        elif stored != dimension:
+            raise DimensionMismatchError(
+                f"embedding has dimension {dimension}, but this store holds {stored}-d "
+                "vectors (use the same embedding model, or a new store)"
+            )
+
+    @staticmethod
+    def _forget_dimension_if_empty(conn: sqlite3.Connection) -> None:
+        empty = conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM memories) AND NOT EXISTS (SELECT 1 FROM archives)"
+        ).fetchone()[0]
+        if empty:
+            conn.execute("DELETE FROM meta WHERE key = 'dimension'")
+
+    @staticmethod
+    def _batch_dimension(vectors: Iterable[Vector | None]) -> int | None:
+        dimension: int | None = None
+        for vector in vectors:
+            if vector is None:
+                continue
+            if dimension is None:
+                dimension = int(vector.size)
+            elif vector.size != dimension:
+                raise DimensionMismatchError(
+                    f"one batch mixes {dimension}-d and {vector.size}-d embeddings"
+                )
+        return dimension
+
+    # -- writing memories ---------------------------------------------------------------
+
+    def _memory_row(self, namespace: str, memory: Memory, vector: Vector | None) -> tuple[Any, ...]:
+        if memory.tier not in LIVE_TIERS:
+            raise ValidationError(
+                f"memory {memory.id!r} has tier {memory.tier.value}; a live memory is HOT, "
+                "WARM or COLD (archive it with archive_many)"
+            )
+        check_id(memory.id)
+        return (
+            namespace,
+            memory.id,
+            memory.content,
+            memory.memory_type.value,
+            memory.tier.value,
+            check_importance(memory.importance),
+            int(memory.pinned),
+            int(memory.core),
+            int(memory.do_not_inject),
+            memory.superseded_by,
+            _json(memory.consolidated_from, "consolidated_from"),
+            memory.source,
+            _json(memory.metadata, "metadata"),
+            None if vector is None else _blob(vector),
+            to_us(memory.created_at),
+            to_us(memory.updated_at),
+            to_us_or_none(memory.last_accessed_at),
+            to_us(memory.last_used_at),
+            memory.use_count,
+            _use_days(memory.use_days, self._use_days_kept),
+            memory.uses_since_cold,
+            to_us_or_none(memory.cold_since),
+            to_us_or_none(memory.tier_changed_at),
+        )
+
+    def _prepare(
+        self, namespace: str, memories: Sequence[Memory], *, need_embedding: bool
+    ) -> tuple[list[tuple[Any, ...]], int | None]:
+        """Validate a batch completely before anything is written."""
+        seen: set[str] = set()
+        vectors: list[Vector | None] = []
+        for memory in memories:
+            if memory.id in seen:
+                raise ValidationError(f"id {memory.id!r} appears twice in one batch")
+            seen.add(memory.id)
+            if memory.embedding is None:
+                if need_embedding:
+                    raise ValidationError(
+                        f"memory {memory.id!r} has no embedding; embed it before put_many"
+                    )
+                vectors.append(None)
+            else:
+                vectors.append(check_vector(memory.embedding, None))
+        dimension = self._batch_dimension(vectors)
+        rows = [self._memory_row(namespace, m, v) for m, v in zip(memories, vectors, strict=True)]
+        return rows, dimension
+
+    async def put_many(self, namespace: str, memories: Sequence[Memory]) -> None:
+        ns = _check_namespace(namespace)
+        if not memories:
+            return
+        rows, dimension = self._prepare(ns, memories, need_embedding=True)
+        ids = [m.id for m in memories]
+        await self._db.gate()
+        with self._db.write() as conn:
+            self._fix_dimension(conn, dimension)
+            taken = self._existing(conn, "memories", ns, ids) | self._existing(
+                conn, "archives", ns, ids
+            )
+            if taken:
+                raise ValidationError(
+                    f"ids already exist in namespace {ns!r}: {sorted(taken)[:5]} "
+                    "(ids are unique across live and archived memories)"
+                )
+            conn.executemany(_INSERT, rows)
+            self._refresh(conn, ns, ids)
+
+    @staticmethod
+    def _existing(conn: sqlite3.Connection, table: str, ns: str, ids: Sequence[str]) -> set[str]:
+        sql = f"SELECT id FROM {table} WHERE namespace = ? AND id {IN_JSON}"
+        return {row[0] for row in conn.execute(sql, (ns, json_list(ids)))}
+
+    async def get_many(
+        self, namespace: str, ids: Sequence[str], *, with_embeddings: bool = False
+    ) -> dict[str, Memory]:
+        ns = _check_namespace(namespace)
+        if not ids:
+            return {}
+        await self._db.gate()
+        with self._db.read() as conn:
+            return self._get(conn, ns, ids, with_embeddings)
+
+    @staticmethod
+    def _get(
+        conn: sqlite3.Connection, ns: str, ids: Sequence[str], with_embeddings: bool
+    ) -> dict[str, Memory]:
+        sql = (
+            f"SELECT {_columns('m', with_embeddings)} FROM memories AS m "
+            f"WHERE m.namespace = ? AND m.id {IN_JSON}"
+        )
+        rows = conn.execute(sql, (ns, json_list(ids))).fetchall()
+        return {row["id"]: _memory(row, with_embeddings) for row in rows}
+
+    async def patch_many(self, namespace: str, ids: Sequence[str], patch: MemoryPatch) -> int:
+        ns = _check_namespace(namespace)
+        sets: list[str] = []
+        params: list[Any] = []
+        for column in ("pinned", "core", "do_not_inject"):
+            value = getattr(patch, column)
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(int(value))
+        if patch.importance is not None:
+            sets.append("importance = ?")
+            params.append(check_importance(patch.importance))
+        if patch.superseded_by is not None and patch.clear_superseded:
+            raise ValidationError("a patch cannot both set and clear superseded_by")
+        if patch.superseded_by is not None:
+            sets.append("superseded_by = ?")
+            params.append(check_id(patch.superseded_by))
+        if patch.clear_superseded:
+            sets.append("superseded_by = NULL")
+        if patch.metadata is not None:
+            sets.append("metadata = ?")
+            params.append(_json(patch.metadata, "metadata"))
+        if patch.updated_at is not None:
+            sets.append("updated_at = ?")
+            params.append(to_us(patch.updated_at))
+        if not sets or not ids:
+            return 0
+        sql = f"UPDATE memories SET {', '.join(sets)} WHERE namespace = ? AND id {IN_JSON}"
+        await self._db.gate()
+        with self._db.write() as conn:
+            changed = conn.execute(sql, (*params, ns, json_list(ids))).rowcount
+            self._refresh(conn, ns, ids)
+        return changed
+
+    async def delete_many(self, namespace: str, ids: Sequence[str]) -> int:
+        ns = _check_namespace(namespace)
+        if not ids:
+            return 0
+        await self._db.gate()
+        with self._db.write() as conn:
+            sql = f"DELETE FROM memories WHERE namespace = ? AND id {IN_JSON}"
+            deleted = conn.execute(sql, (ns, json_list(ids))).rowcount
+            self._refresh(conn, ns, ids)
+            self._forget_dimension_if_empty(conn)
+        return deleted
+
+    async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
+        ns = _check_namespace(namespace)
+        target = Tier.parse(tier)
+        if target not in LIVE_TIERS:
+            raise ValidationError(
+                f"set_tier moves live memories to HOT, WARM or COLD, not {target.value} "
+                "(use archive_many)"
+            )
+        if not ids:
+            return 0
+        at = to_us(when)
+        # Only rows that actually change tier are touched, which makes reruns no-ops.
+        sql = f"""UPDATE memories SET
+                tier = :tier,
+                tier_changed_at = :at,
+                cold_since = CASE WHEN :tier = 'cold' THEN :at ELSE NULL END,
+                uses_since_cold = CASE WHEN :tier = 'cold' THEN 0 ELSE uses_since_cold END
+            WHERE namespace = :ns AND id {IN_JSON.replace("?", ":ids")} AND tier <> :tier"""
+        await self._db.gate()
+        with self._db.write() as conn:
+            moved = conn.execute(
+                sql, {"tier": target.value, "at": at, "ns": ns, "ids": json_list(ids)}
+            ).rowcount
+            self._refresh(conn, ns, ids)
+        return moved
+
+    async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
+        ns = _check_namespace(namespace)
+        if not accesses:
+            return
+        uses: dict[str, list[datetime]] = {}
+        for access in accesses:
+            uses.setdefault(access.id, []).append(access.when)
+        await self._db.gate()
+        with self._db.write() as conn:
+            rows = conn.execute(
+                "SELECT id, tier, use_count, last_accessed_at, created_at, use_days, "
+                f"uses_since_cold FROM memories WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(uses)),
+            ).fetchall()
+            updates = []
+            for row in rows:
+                whens = uses[row["id"]]
+                stamps = [to_us(w) for w in whens]
+                if row["last_accessed_at"] is not None:
+                    stamps.append(row["last_accessed_at"])
+                last = max(stamps)  # never moves back, whatever order uses arrive in
+                days = [date.fromisoformat(d) for d in json.loads(row["use_days"])]
+                days.extend(utc(w).date() for w in whens)
+                cold_uses = len(whens) if row["tier"] == Tier.COLD.value else 0
+                updates.append(
+                    (
+                        row["use_count"] + len(whens),
+                        last,
+                        last,  # last_used_at = coalesce(last_accessed_at, created_at)
+                        _use_days(days, self._use_days_kept),
+                        row["uses_since_cold"] + cold_uses,
+                        ns,
+                        row["id"],
+                    )
+                )
+            conn.executemany(
+                "UPDATE memories SET use_count = ?, last_accessed_at = ?, last_used_at = ?, "
+                "use_days = ?, uses_since_cold = ? WHERE namespace = ? AND id = ?",
+                updates,
+            )
+
+    # -- search ----------------------------------------------------------------------------
+
+    def _sync_cache(self, conn: sqlite3.Connection) -> None:
+        """Drop every cached matrix once another connection has written to the file."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self._cache.clear()
+            self._data_version = version
+
+    def _index(self, conn: sqlite3.Connection, ns: str, part: str, dim: int) -> VectorIndex:
+        """The cached matrix of one tier (or of the archive records), loaded on a miss."""
+        key = (ns, part)
+        index = self._cache.get(key)
+        if index is not None:
+            return index
+        ids: list[str] = []
+        blobs: list[bytes] = []
+        flags: list[int] = []
+        types: list[int] = []
+        if part == _ARCHIVE_KEY:
+            cursor = conn.execute(
+                "SELECT id, summary_embedding FROM archives "
+                "WHERE namespace = ? AND summary_embedding IS NOT NULL",
+                (ns,),
+            )
+            for row in cursor:
+                ids.append(row[0])
+                blobs.append(row[1])
+            flags = types = [0] * len(ids)
+        else:
+            cursor = conn.execute(
+                f"SELECT {_CACHE_COLUMNS} FROM memories "
+                "WHERE namespace = ? AND tier = ? AND embedding IS NOT NULL",
+                (ns, part),
+            )
+            for row in cursor:
+                ids.append(row["id"])
+                blobs.append(row["embedding"])
+                flags.append(
+                    flags_of(
+                        bool(row["do_not_inject"]),
+                        row["superseded_by"] is not None,
+                        bool(row["pinned"]),
+                    )
+                )
+                types.append(TYPE_CODES[MemoryType(row["memory_type"])])
+        matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
+        index = VectorIndex.build(dim, ids, matrix.astype(np.float32), flags, types)
+        self._cache.put(key, index)
+        return index
+
+    def _refresh(self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]) -> None:
+        """Bring the cached matrices of `ns` in step with the rows of `ids` (after a write)."""
+        loaded = [key for key in self._cache if key[0] == ns]
+        if not loaded or not ids:
+            return
+        indexes = {key[1]: self._cache.get(key) for key in loaded}
+        for index in indexes.values():
+            if index is not None:
+                for memory_id in ids:
+                    index.remove(memory_id)
+        wanted = json_list(ids)
+        if any(part != _ARCHIVE_KEY for part in indexes):
+            for row in conn.execute(
+                f"SELECT {_CACHE_COLUMNS} FROM memories WHERE namespace = ? AND id {IN_JSON} "
+                "AND embedding IS NOT NULL",
+                (ns, wanted),
+            ):
+                target = indexes.get(row["tier"])
+                if target is not None:
+                    target.add(
+                        row["id"],
+                        _from_blob(row["embedding"]),
+                        flags_of(
+                            bool(row["do_not_inject"]),
+                            row["superseded_by"] is not None,
+                            bool(row["pinned"]),
+                        ),
+                        TYPE_CODES[MemoryType(row["memory_type"])],
+                    )
+        archive = indexes.get(_ARCHIVE_KEY)
+        if archive is not None:
+            for row in conn.execute(
+                f"SELECT id, summary_embedding FROM archives WHERE namespace = ? AND id {IN_JSON} "
+                "AND summary_embedding IS NOT NULL",
+                (ns, wanted),
+            ):
+                archive.add(row[0], _from_blob(row[1]))
+
+    def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
+        vector = check_vector(query, None, what="query vector")
+        dim = self._dimension(conn)
+        if dim is None:
+            return None
+        if vector.size != dim:
+            raise DimensionMismatchError(
+                f"query vector has dimension {vector.size}, but this store holds {dim}-d "
+                "vectors (embed the query with the model used for the memories)"
+            )
+        return unit(vector), dim
+
+    @staticmethod
+    def _mask(
+        index: VectorIndex, filters: SearchFilter, allowed_ids: set[str] | None
+    ) -> Mask | None:
+        mask: Mask | None = None
+
+        def both(extra: Mask) -> None:
+            nonlocal mask
+            mask = extra if mask is None else mask & extra
+
+        hidden = (0 if filters.include_forgotten else FORGOTTEN) | (
+            0 if filters.include_superseded else SUPERSEDED
+        )
+        if hidden:
+            both(index.without_flags(hidden))
+        if filters.pinned is not None:
+            both(index.with_flags(PINNED, filters.pinned))
+        if filters.memory_types is not None:
+            both(index.of_types(TYPE_CODES[t] for t in filters.memory_types))
+        if filters.ids is not None:
+            both(index.of_ids(filters.ids))
+        if allowed_ids is not None:
+            both(index.of_ids(allowed_ids))
+        return mask
+
+    async def vector_search(
+        self,
+        namespace: str,
+        query: Vector,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = _NO_FILTER,
+    ) -> list[ScoredMemory]:
+        ns = _check_namespace(namespace)
+        check_k(k)
+        parts = tier_values(frozenset(tiers) & LIVE_TIERS)
+        await self._db.gate()
+        with self._db.read() as conn:
+            prepared = self._query_vector(conn, query)
+            if prepared is None or not parts:
+                return []
+            q, dim = prepared
+            self._sync_cache(conn)
+            allowed = self._metadata_ids(conn, ns, parts, filters) if filters.metadata else None
+            best: list[tuple[str, float]] = []
+            for part in parts:
+                index = self._index(conn, ns, part, dim)
+                best.extend(index.top_k(q, k, self._mask(index, filters, allowed)))
+            best.sort(key=lambda pair: (-pair[1], pair[0]))
+            best = best[:k]
+            found = self._get(conn, ns, [i for i, _ in best], False)
+        return [ScoredMemory(found[i], score) for i, score in best if i in found]
+
+    @staticmethod
+    def _metadata_ids(
+        conn: sqlite3.Connection, ns: str, parts: list[str], filters: SearchFilter
+    ) -> set[str]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for condition in filters.metadata:
+            sql, values = metadata_sql(condition)
+            clauses.append(sql)
+            params.extend(values)
+        sql = (
+            f"SELECT m.id FROM memories AS m WHERE m.namespace = ? "
+            f"AND m.tier IN ({placeholders(len(parts))}) AND {' AND '.join(clauses)}"
+        )
+        return {row[0] for row in conn.execute(sql, (ns, *parts, *params))}
+
+    async def lexical_search(
+        self,
+        namespace: str,
+        text: str,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = _NO_FILTER,
+    ) -> list[ScoredMemory]:
+        ns = _check_namespace(namespace)
+        check_k(k)
+        parts = tier_values(frozenset(tiers) & LIVE_TIERS)
+        match = fts_match(text) if isinstance(text, str) else None
+        if match is None or not parts:
+            return []
+        clauses, params = search_filter_sql(filters, "m")
+        where = "".join(f" AND {c}" for c in clauses)
+        sql = (
+            f"SELECT {_columns('m', False)}, -bm25(memories_fts) AS score "
+            "FROM memories_fts JOIN memories AS m ON m.pk = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND m.namespace = ? "
+            f"AND m.tier IN ({placeholders(len(parts))}){where} "
+            "ORDER BY score DESC, m.id LIMIT ?"
+        )
+        await self._db.gate()
+        with self._db.read() as conn:
+            rows = conn.execute(sql, (match, ns, *parts, *params, k)).fetchall()
+        return [ScoredMemory(_memory(row, False), max(0.0, float(row["score"]))) for row in rows]
+
+    # -- scans and counts ----------------------------------------------------------------
+
+    async def scan(self, namespace: str, query: ScanQuery) -> list[Memory]:
+        ns = _check_namespace(namespace)
+        check_k(query.limit, "limit")
+        parts = tier_values(frozenset(query.tiers) & LIVE_TIERS)
+        if not parts:
+            return []
+        clauses, params = scan_sql(query)
+        where = "".join(f" AND {c}" for c in clauses)
+        sql = (
+            f"SELECT {_columns('m', False)} FROM memories AS m "
+            f"WHERE namespace = ? AND tier IN ({placeholders(len(parts))}){where} "
+            "ORDER BY id LIMIT ?"
+        )
+        await self._db.gate()
+        with self._db.read() as conn:
+            rows = conn.execute(sql, (ns, *parts, *params, query.limit)).fetchall()
+        return [_memory(row, False) for row in rows]
+
+    async def list_ids(
+        self,
+        namespace: str,
+        *,
+        tiers: frozenset[Tier] | None = None,
+        after_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[str]:
+        ns = _check_namespace(namespace)
+        check_k(limit, "limit")
+        wanted = LIVE_TIERS if tiers is None else frozenset(tiers)
+        parts = tier_values(wanted & LIVE_TIERS)
+        after = "" if after_id is None else " AND id > ?"
+        bound = () if after_id is None else (after_id,)
+        selects: list[str] = []
+        params: list[Any] = []
+        if parts:
+            selects.append(
+                f"SELECT id FROM memories WHERE namespace = ? "
+                f"AND tier IN ({placeholders(len(parts))}){after}"
+            )
+            params.extend((ns, *parts, *bound))
+        if Tier.ARCHIVED in wanted:
+            selects.append(f"SELECT id FROM archives WHERE namespace = ?{after}")
+            params.extend((ns, *bound))
+        if not selects:
+            return []
+        sql = f"{' UNION ALL '.join(selects)} ORDER BY id LIMIT ?"
+        await self._db.gate()
+        with self._db.read() as conn:
+            return [row[0] for row in conn.execute(sql, (*params, limit))]
+
+    async def stats(self, namespace: str) -> Stats:
+        ns = _check_namespace(namespace)
+        tiers = {tier: TierStats() for tier in Tier}
+        await self._db.gate()
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT tier, count(*), "
+                "sum(length(CAST(content AS BLOB)) + coalesce(length(embedding), 0) "
+                "+ length(CAST(metadata AS BLOB))), "
+                "sum(pinned), sum(core), sum(do_not_inject) "
+                "FROM memories WHERE namespace = ? GROUP BY tier",
+                (ns,),
+            ).fetchall()
+            archived = conn.execute(
+                "SELECT count(*), sum(length(CAST(record AS BLOB)) "
+                "+ coalesce(length(summary_embedding), 0)) FROM archives WHERE namespace = ?",
+                (ns,),
+            ).fetchone()
+        pinned = core = forgotten = 0
+        for row in rows:
+            tiers[Tier(row[0])] = TierStats(count=row[1], bytes=row[2] or 0)
+            pinned += row[3] or 0
+            core += row[4] or 0
+            forgotten += row[5] or 0
+        tiers[Tier.ARCHIVED] = TierStats(count=archived[0], bytes=archived[1] or 0)
+        return Stats(namespace=ns, tiers=tiers, pinned=pinned, core=core, forgotten=forgotten)
+
+    async def namespaces(self) -> list[str]:
+        await self._db.gate()
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT namespace FROM memories UNION SELECT namespace FROM archives ORDER BY 1"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # -- archive records -----------------------------------------------------------------
+
+    @staticmethod
+    def _archive_row(ns: str, record: ArchiveRecord) -> tuple[Any, ...]:
+        check_id(record.id)
+        vector = (
+            None
+            if record.summary_embedding is None
+            else check_vector(record.summary_embedding, None, what="summary embedding")
+        )
+        body = record.model_dump_json(exclude={"namespace", "summary_embedding"})
+        return (
+            ns,
+            record.id,
+            None if vector is None else _blob(vector),
+            body,
+            to_us(record.archived_at),
+        )
+
+    def _records_dimension(self, records: Sequence[ArchiveRecord]) -> int | None:
+        return self._batch_dimension(
+            None if r.summary_embedding is None else np.asarray(r.summary_embedding)
+            for r in records
+        )
+
+    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
+        """One transaction: each record replaces its live memory. A record whose memory is
+        not live (already archived, or gone) is skipped, so reruns are no-ops."""
+        ns = _check_namespace(namespace)
+        if not records:
+            return 0
+        ids = [r.id for r in records]
+        if len(set(ids)) != len(ids):
+            raise ValidationError("a batch of archive records repeats an id")
+        rows = {r.id: self._archive_row(ns, r) for r in records}
+        dimension = self._records_dimension(records)
+        await self._db.gate()
+        with self._db.write() as conn:
+            self._fix_dimension(conn, dimension)
+            live = self._existing(conn, "memories", ns, ids)
+            moving = [i for i in ids if i in live]
+            if not moving:
+                return 0
+            conn.executemany(
+                "INSERT INTO archives (namespace, id, summary_embedding, record, archived_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO UPDATE SET "
+                "summary_embedding = excluded.summary_embedding, record = excluded.record, "
+                "archived_at = excluded.archived_at",
+                [rows[i] for i in moving],
+            )
+            conn.execute(
+                f"DELETE FROM memories WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(moving)),
+            )
+            self._refresh(conn, ns, moving)
+        return len(moving)
+
+    async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
+        ns = _check_namespace(namespace)
+        if not ids:
+            return {}
+        await self._db.gate()
+        with self._db.read() as conn:
+            return self._get_archives(conn, ns, ids)
+
+    @staticmethod
+    def _get_archives(
+        conn: sqlite3.Connection, ns: str, ids: Sequence[str]
+    ) -> dict[str, ArchiveRecord]:
+        rows = conn.execute(
+            "SELECT namespace, id, summary_embedding, record FROM archives "
+            f"WHERE namespace = ? AND id {IN_JSON}",
+            (ns, json_list(ids)),
+        ).fetchall()
+        return {row["id"]: _archive(row) for row in rows}
+
+    async def search_archives(
+        self, namespace: str, query: Vector, *, k: int
+    ) -> list[ScoredArchive]:
+        ns = _check_namespace(namespace)
+        check_k(k)
+        await self._db.gate()
+        with self._db.read() as conn:
+            prepared = self._query_vector(conn, query)
+            if prepared is None:
+                return []
+            q, dim = prepared
+            self._sync_cache(conn)
+            best = self._index(conn, ns, _ARCHIVE_KEY, dim).top_k(q, k)
+            found = self._get_archives(conn, ns, [i for i, _ in best])
+        return [ScoredArchive(found[i], score) for i, score in best if i in found]
+
+    async def update_archive(self, namespace: str, record: ArchiveRecord) -> None:
+        ns = _check_namespace(namespace)
+        row = self._archive_row(ns, record)
+        dimension = self._records_dimension([record])
+        await self._db.gate()
+        with self._db.write() as conn:
+            self._fix_dimension(conn, dimension)
+            changed = conn.execute(
+                "UPDATE archives SET summary_embedding = ?, record = ?, archived_at = ? "
+                "WHERE namespace = ? AND id = ?",
+                (row[2], row[3], row[4], ns, record.id),
+            ).rowcount
+            if not changed:
+                raise NotFoundError(
+                    f"no archive record {record.id!r} in namespace {ns!r}; "
+                    "archive_many creates records"
+                )
+            self._refresh(conn, ns, [record.id])
+
+    async def unarchive_many(self, namespace: str, memories: Sequence[Memory]) -> int:
+        """One transaction: each memory replaces its archive record. A memory without an
+        archive record is skipped, so reruns are no-ops; an embedding is optional here."""
+        ns = _check_namespace(namespace)
+        if not memories:
+            return 0
+        rows, dimension = self._prepare(ns, memories, need_embedding=False)
+        ids = [m.id for m in memories]
+        await self._db.gate()
+        with self._db.write() as conn:
+            self._fix_dimension(conn, dimension)
+            archived = self._existing(conn, "archives", ns, ids)
+            live = self._existing(conn, "memories", ns, ids)
+            inserts = [
+                row for row, i in zip(rows, ids, strict=True) if i in archived and i not in live
+            ]
+            conn.executemany(_INSERT, inserts)
+            conn.execute(
+                f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(archived)),
+            )
+            self._refresh(conn, ns, sorted(archived))
+        return len(archived)
+
+    async def scan_archives(
+        self, namespace: str, *, after_id: str | None = None, limit: int = 500
+    ) -> list[ArchiveRecord]:
+        ns = _check_namespace(namespace)
+        check_k(limit, "limit")
+        after = "" if after_id is None else " AND id > ?"
+        params: tuple[Any, ...] = (ns,) if after_id is None else (ns, after_id)
+        await self._db.gate()
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT namespace, id, summary_embedding, record FROM archives "
+                f"WHERE namespace = ?{after} ORDER BY id LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [_archive(row) for row in rows]
+
+    # -- housekeeping --------------------------------------------------------------------
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """Writes inside commit together or roll back together (graph writes included)."""
+        return self._db.transaction()
+
+    async def clear(self, namespace: str | None = None) -> None:
+        await self._db.gate()
+        with self._db.write() as conn:
+            if namespace is None:
+                conn.execute("DELETE FROM memories")
+                conn.execute("DELETE FROM archives")
+                conn.execute("DELETE FROM meta WHERE key = 'dimension'")
+                self._cache.clear()
+                return
+            ns = _check_namespace(namespace)
+            conn.execute("DELETE FROM memories WHERE namespace = ?", (ns,))
+            conn.execute("DELETE FROM archives WHERE namespace = ?", (ns,))
+            self._forget_dimension_if_empty(conn)
+            self._cache.drop(key for key in self._cache if key[0] == ns)
+
+    async def close(self) -> None:
+        """Closes the file when this store opened it (`open()`); the graph never does."""
+        self._cache.clear()
+        if self._owns_database:
+            await self._db.close()

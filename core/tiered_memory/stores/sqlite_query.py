@@ -1,0 +1,222 @@
+"""Pure translation of search filters, scans and lexical queries into SQL for SQLite.
+
+Every value goes in as a parameter; the only text built here is fixed SQL and
+placeholders. Id lists travel as one JSON parameter read with `json_each`, which
+avoids SQLite's limit on the number of parameters for any batch size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tiered_memory.errors import ValidationError
+from tiered_memory.models import Tier, utc
+from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+MAX_QUERY_TERMS = 64
+
+# Words in the sense of FTS5's unicode61 tokenizer: letters and digits of any script.
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def to_us(dt: datetime) -> int:
+    """Aware datetime -> integer microseconds since the epoch (exact and ordered)."""
+    return (utc(dt) - EPOCH) // _MICROSECOND
+
+
+def to_us_or_none(dt: datetime | None) -> int | None:
+    return None if dt is None else to_us(dt)
+
+
+def from_us(value: int | None) -> datetime | None:
+    return None if value is None else EPOCH + timedelta(microseconds=value)
+
+
+def json_list(values: Iterable[str]) -> str:
+    """One parameter holding many values, for `IN (SELECT value FROM json_each(?))`."""
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+IN_JSON = "IN (SELECT value FROM json_each(?))"
+
+
+def placeholders(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def fts_match(text: str) -> str | None:
+    """A safe FTS5 MATCH string: every word quoted as a literal, ORed; None if no words.
+
+    Quoting each term means operators (AND, OR, NOT, NEAR), column filters, `*`,
+    parentheses and quotes in the user's text are searched for as words, never parsed.
+    """
+    terms: list[str] = []
+    for word in _WORD.findall(text):
+        if word not in terms:
+            terms.append(word)
+        if len(terms) == MAX_QUERY_TERMS:
+            break
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def tier_values(tiers: Collection[Tier]) -> list[str]:
+    return sorted(t.value for t in tiers)
+
+
+# -- search filters ----------------------------------------------------------------------
+
+
+def search_filter_sql(filters: SearchFilter, alias: str = "m") -> tuple[list[str], list[Any]]:
+    """WHERE clauses (ANDed) and their parameters for a SearchFilter."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not filters.include_forgotten:
+        clauses.append(f"{alias}.do_not_inject = 0")
+    if not filters.include_superseded:
+        clauses.append(f"{alias}.superseded_by IS NULL")
+    if filters.pinned is not None:
+        clauses.append(f"{alias}.pinned = ?")
+        params.append(int(filters.pinned))
+    if filters.memory_types is not None:
+        clauses.append(f"{alias}.memory_type {IN_JSON}")
+        params.append(json_list(t.value for t in filters.memory_types))
+    if filters.ids is not None:
+        clauses.append(f"{alias}.id {IN_JSON}")
+        params.append(json_list(filters.ids))
+    for condition in filters.metadata:
+        sql, values = metadata_sql(condition, alias)
+        clauses.append(sql)
+        params.extend(values)
+    return clauses, params
+
+
+def _scalar(value: Any, what: str) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValidationError(
+        f"metadata filter {what} needs a string, number, boolean or None, "
+        f"got {type(value).__name__}"
+    )
+
+
+def _equals(type_col: str, value_col: str, value: Any) -> tuple[str, list[Any]]:
+    """JSON-typed equality: 1 equals 1.0, but never "1" or true."""
+    if value is None:
+        return f"{type_col} = 'null'", []
+    if isinstance(value, bool):
+        return f"{type_col} = '{'true' if value else 'false'}'", []
+    if isinstance(value, (int, float)):
+        return f"({type_col} IN ('integer', 'real') AND {value_col} = ?)", [value]
+    return f"({type_col} = 'text' AND {value_col} = ?)", [value]
+
+
+_ORDER = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list[Any]]:
+    """One metadata condition on a top-level key, matched literally (no path syntax).
+
+    eq/ne/in/nin compare JSON values by type; gt..lte compare numbers with numbers and
+    strings with strings; contains means "list holds the value" or "string holds the
+    substring"; exists (value True or None) / not exists (value False). A missing key
+    satisfies ne and nin, and nothing else.
+    """
+    op, key = condition.op, condition.key
+    if not isinstance(key, str) or not key:
+        raise ValidationError("a metadata filter key must be a non-empty string")
+    entry = f"SELECT 1 FROM json_each({alias}.metadata) AS j WHERE j.key = ?"
+    if op == "exists":
+        present = condition.value is None or bool(condition.value)
+        return f"{'' if present else 'NOT '}EXISTS ({entry})", [key]
+    if op in ("eq", "ne"):
+        sql, values = _equals("j.type", "j.value", _scalar(condition.value, op))
+        negate = "NOT " if op == "ne" else ""
+        return f"{negate}EXISTS ({entry} AND {sql})", [key, *values]
+    if op in ("in", "nin"):
+        options = condition.value
+        if isinstance(options, (str, bytes)) or not isinstance(options, Iterable):
+            raise ValidationError(f"metadata filter {op!r} needs a list of values")
+        parts: list[str] = []
+        values = []
+        for option in options:
+            sql, vals = _equals("j.type", "j.value", _scalar(option, op))
+            parts.append(sql)
+            values.extend(vals)
+        any_of = " OR ".join(parts) if parts else "0"
+        negate = "NOT " if op == "nin" else ""
+        return f"{negate}EXISTS ({entry} AND ({any_of}))", [key, *values]
+    if op in _ORDER:
+        value = condition.value
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValidationError(f"metadata filter {op!r} needs a number or a string")
+        kind = "j.type = 'text'" if isinstance(value, str) else "j.type IN ('integer', 'real')"
+        return f"EXISTS ({entry} AND {kind} AND j.value {_ORDER[op]} ?)", [key, value]
+    if op == "contains":
+        value = _scalar(condition.value, op)
+        member, vals = _equals("e.type", "e.value", value)
+        in_list = (
+            f"(j.type = 'array' AND EXISTS (SELECT 1 FROM json_each(j.value) AS e WHERE {member}))"
+        )
+        if isinstance(value, str):
+            return (
+                f"EXISTS ({entry} AND ({in_list} OR (j.type = 'text' AND instr(j.value, ?) > 0)))",
+                [key, *vals, value],
+            )
+        return f"EXISTS ({entry} AND {in_list})", [key, *vals]
+    raise ValidationError(
+        f"unknown metadata filter op {op!r}; expected eq, ne, gt, gte, lt, lte, in, nin, "
+        "contains or exists"
+    )
+
+
+# -- sweep scans ---------------------------------------------------------------------------
+
+
+def scan_sql(query: ScanQuery) -> tuple[list[str], list[Any]]:
+    """WHERE clauses for a ScanQuery, besides namespace and tiers.
+
+    A `*_before` bound never matches a NULL timestamp (a memory that never went COLD
+    has no cold_since); only `last_used_before` falls back to created_at.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+
+    def add(sql: str, value: Any) -> None:
+        clauses.append(sql)
+        params.append(value)
+
+    if query.created_before is not None:
+        add("created_at < ?", to_us(query.created_before))
+    if query.last_used_before is not None:
+        add("last_used_at < ?", to_us(query.last_used_before))
+    if query.cold_since_before is not None:
+        add("cold_since < ?", to_us(query.cold_since_before))
+    if query.tier_changed_before is not None:
+        add("tier_changed_at < ?", to_us(query.tier_changed_before))
+    if query.importance_at_most is not None:
+        add("importance <= ?", float(query.importance_at_most))
+    if query.importance_at_least is not None:
+        add("importance >= ?", float(query.importance_at_least))
+    if query.min_uses_since_cold is not None:
+        add("uses_since_cold >= ?", int(query.min_uses_since_cold))
+    if query.min_use_count is not None:
+        add("use_count >= ?", int(query.min_use_count))
+    if query.pinned is not None:
+        add("pinned = ?", int(query.pinned))
+    if query.core is not None:
+        add("core = ?", int(query.core))
+    if query.superseded is not None:
+        clauses.append(f"superseded_by IS {'NOT ' if query.superseded else ''}NULL")
+    if query.used is not None:
+        clauses.append("use_count > 0" if query.used else "use_count = 0")
+    if query.after_id is not None:
+        add("id > ?", query.after_id)
+    return clauses, params

@@ -1,0 +1,405 @@
+"""The one SQLite file behind the embedded default: connection, pragmas, schema, locking.
+
+The store and the association graph share this object, so both live in the same file
+and the same transactions.
+
+Durability: the file runs in WAL mode with `synchronous=FULL`, so a write whose
+transaction has committed survives a process crash or a power loss. `busy_timeout`
+lets several processes share the file; a writer waits up to that long for another
+one to finish, and only then gets a `BackendUnavailableError`.
+
+Concurrency: one connection, guarded by a re-entrant lock. Async methods run their
+SQL inline under the lock, with no `await` inside the critical section. SQLite calls
+on this file take micro- to milliseconds, so a thread hop per call would cost more than
+it saves, and inline calls cannot interleave. `transaction()` is the one place the
+lock is held across `await`s; tasks of the same event loop that are not part of the
+transaction wait for it to finish (see `gate()`), so their writes never join it or
+get rolled back with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+
+from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
+
+SCHEMA_VERSION = 1
+DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    # `pk` is the integer key the FTS index points at; (namespace, id) is the real key.
+    # Timestamps are integer microseconds since the Unix epoch, UTC: exact and ordered.
+    """CREATE TABLE IF NOT EXISTS memories (
+        pk INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        content TEXT NOT NULL,
+        memory_type TEXT NOT NULL,
+        tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cold')),
+        importance REAL NOT NULL,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        core INTEGER NOT NULL DEFAULT 0,
+        do_not_inject INTEGER NOT NULL DEFAULT 0,
+        superseded_by TEXT,
+        consolidated_from TEXT NOT NULL DEFAULT '[]',
+        source TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        embedding BLOB,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        last_accessed_at INTEGER,
+        last_used_at INTEGER NOT NULL,
+        use_count INTEGER NOT NULL DEFAULT 0,
+        use_days TEXT NOT NULL DEFAULT '[]',
+        uses_since_cold INTEGER NOT NULL DEFAULT 0,
+        cold_since INTEGER,
+        tier_changed_at INTEGER,
+        UNIQUE (namespace, id)
+    )""",
+    # The sweep's scans: one tier of one namespace, bounded by a timestamp, or by id.
+    "CREATE INDEX IF NOT EXISTS memories_tier_id ON memories (namespace, tier, id)",
+    "CREATE INDEX IF NOT EXISTS memories_tier_created ON memories (namespace, tier, created_at)",
+    "CREATE INDEX IF NOT EXISTS memories_tier_used ON memories (namespace, tier, last_used_at)",
+    "CREATE INDEX IF NOT EXISTS memories_tier_cold ON memories (namespace, tier, cold_since)",
+    """CREATE INDEX IF NOT EXISTS memories_tier_changed
+        ON memories (namespace, tier, tier_changed_at)""",
+    # External-content FTS5 index kept in step by triggers, inside the writing transaction.
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        content, content='memories', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content)
+        VALUES ('delete', old.pk, old.content);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF content ON memories
+    BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content)
+        VALUES ('delete', old.pk, old.content);
+        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
+    END""",
+    # The record is pydantic JSON (without namespace and embedding), so new optional
+    # fields need no migration.
+    """CREATE TABLE IF NOT EXISTS archives (
+        pk INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        summary_embedding BLOB,
+        record TEXT NOT NULL,
+        archived_at INTEGER NOT NULL,
+        UNIQUE (namespace, id)
+    )""",
+    # Associations: both directions are stored as rows, so a node's links are one
+    # prefix of the primary key whichever side it was linked from.
+    """CREATE TABLE IF NOT EXISTS links (
+        namespace TEXT NOT NULL,
+        source TEXT NOT NULL,
+        target TEXT NOT NULL,
+        weight REAL NOT NULL CHECK (weight >= 0.0 AND weight <= 1.0),
+        kind TEXT NOT NULL,
+        created_at INTEGER,
+        updated_at INTEGER,
+        PRIMARY KEY (namespace, source, target),
+        CHECK (source <> target)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
+]
+
+
+def translate_error(e: sqlite3.Error, path: str) -> Exception:
+    """Map a sqlite3 error onto the library's typed errors (the caller chains it)."""
+    text = str(e)
+    lowered = text.lower()
+    if isinstance(e, sqlite3.IntegrityError):
+        return ValidationError(f"rejected by the database: {text}")
+    if isinstance(e, sqlite3.ProgrammingError) and "closed" in lowered:
+        return BackendUnavailableError(
+            f"the SQLite file {path} has been closed; open it again (SQLiteMemoryStore.open)"
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return BackendUnavailableError(
+            f"the SQLite file {path} stayed locked by another process or connection "
+            f"past the busy timeout: {text} (retry later, or raise busy_timeout)"
+        )
+    if isinstance(e, sqlite3.DatabaseError):
+        return BackendUnavailableError(
+            f"the SQLite file {path} cannot be used: {text} (if it is corrupt, restore it "
+            "from a backup; PRAGMA integrity_check shows the damage)"
+        )
+    return BackendUnavailableError(f"SQLite error on {path}: {text}")
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not SQLite, or is shorter than its own header says.
+
+    O(1), so it runs on every open; `PRAGMA quick_check` (verify=True) goes further.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return  # a fresh empty file: SQLite initialises it
+    with path.open("rb") as f:
+        header = f.read(100)
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise BackendUnavailableError(
+            f"{path} is not a SQLite database (or its header is truncated); "
+            "point the store at another file, or restore it from a backup"
+        )
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    header_valid = header[24:28] == header[92:96]
+    wal = path.with_name(path.name + "-wal")
+    wal_pending = wal.exists() and wal.stat().st_size > 0
+    # With a non-empty WAL, a checkpoint may have been interrupted midway; recovery
+    # replays it, so the main file may legitimately be short.
+    if pages and header_valid and not wal_pending and size < pages * page_size:
+        raise BackendUnavailableError(
+            f"{path} is truncated: {size} bytes, but its header says {pages * page_size}; "
+            "restore it from a backup"
+        )
+
+
+@dataclass(eq=False)
+class _Transaction:
+    """The open `transaction()` of this database: whose it is and when it ends."""
+
+    thread: int
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+# The transactions the current task is inside (of any database). Tasks created within
+# one inherit it, so they count as part of it instead of waiting for it (a deadlock).
+_current: contextvars.ContextVar[tuple[_Transaction, ...]] = contextvars.ContextVar(
+    "tiered_memory_sqlite_transactions", default=()
+)
+
+
+class SQLiteDatabase:
+    """An open SQLite file with the tiered-memory schema. Build it with `open()`."""
+
+    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = connection
+        self._depth = 0  # open BEGIN/SAVEPOINT levels
+        self._tx: _Transaction | None = None
+        self._rollback_listeners: list[Callable[[], None]] = []
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | PathLike[str],
+        *,
+        verify: bool = True,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    ) -> SQLiteDatabase:
+        """Open (or create) the file, set the pragmas and create the schema if missing.
+
+        `verify` runs `PRAGMA quick_check`, which reads the whole file once (about a
+        second per GB): a damaged file is refused here rather than halfway through
+        a sweep. Pass `verify=False` for very large files.
+        `":memory:"` gives a private in-memory database (tests).
+        """
+        return await asyncio.to_thread(cls._open_blocking, str(path), verify, busy_timeout)
+
+    @classmethod
+    def _open_blocking(cls, path: str, verify: bool, busy_timeout: float) -> SQLiteDatabase:
+        in_memory = path == ":memory:"
+        if not in_memory:
+            file = Path(path)
+            if file.is_dir():
+                raise ConfigurationError(f"{path} is a directory; pass the path of a file")
+            file.parent.mkdir(parents=True, exist_ok=True)
+            _check_header(file)
+        try:
+            conn = sqlite3.connect(
+                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as e:
+            raise translate_error(e, path) from e
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if not in_memory and str(mode).lower() != "wal":
+                raise BackendUnavailableError(
+                    f"{path} cannot switch to WAL mode (got {mode!r}); "
+                    "use a local file system, not a network share"
+                )
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if verify:
+                problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+                if problems != ["ok"]:
+                    raise BackendUnavailableError(
+                        f"{path} failed its integrity check: {'; '.join(problems)}; "
+                        "restore it from a backup"
+                    )
+            cls._create_schema(conn, path)
+        except BaseException as e:
+            conn.close()
+            if isinstance(e, sqlite3.Error):
+                raise translate_error(e, path) from e
+            raise
+        return cls(path, conn)
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection, path: str) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"{path} has schema version {row[0]}, newer than this library's "
+                    f"{SCHEMA_VERSION}; upgrade tiered-memory"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- access --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise BackendUnavailableError(
+                f"the SQLite file {self.path} has been closed; open it again"
+            )
+        return self._conn
+
+    async def gate(self) -> None:
+        """Wait while a `transaction()` of another task of this event loop is open.
+
+        Call it before `read()`/`write()`, with no `await` in between. Other threads
+        need no gate: they block on the lock itself.
+        """
+        while True:
+            tx = self._tx
+            if tx is None or tx.thread != threading.get_ident() or tx in _current.get():
+                return
+            await tx.done.wait()
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock, with sqlite3 errors mapped to typed ones."""
+        with self.lock:
+            conn = self._connection()
+            try:
+                yield conn
+            except sqlite3.Error as e:
+                raise translate_error(e, self.path) from e
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """An atomic unit: a transaction, or a savepoint inside an open one."""
+        with self.lock:
+            conn = self._connection()
+            try:
+                self._begin(conn)
+            except sqlite3.Error as e:
+                raise translate_error(e, self.path) from e
+            try:
+                yield conn
+            except BaseException as e:
+                self._rollback(conn)
+                if isinstance(e, sqlite3.Error):
+                    raise translate_error(e, self.path) from e
+                raise
+            try:
+                self._commit(conn)
+            except sqlite3.Error as e:
+                self._rollback(conn)
+                raise translate_error(e, self.path) from e
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        # IMMEDIATE takes the write lock up front, so a busy file fails (after the
+        # busy timeout) before any work, never halfway with SQLITE_BUSY on upgrade.
+        conn.execute("BEGIN IMMEDIATE" if self._depth == 0 else f"SAVEPOINT sp{self._depth}")
+        self._depth += 1
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        level = self._depth - 1
+        conn.execute("COMMIT" if level == 0 else f"RELEASE sp{level}")
+        self._depth = level
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        level = self._depth - 1
+        self._depth = level
+        try:
+            if level == 0:
+                conn.execute("ROLLBACK")
+            else:
+                conn.execute(f"ROLLBACK TO sp{level}")
+                conn.execute(f"RELEASE sp{level}")
+        except sqlite3.Error:
+            pass  # the transaction is already gone (SQLite rolled it back itself)
+        finally:
+            for listener in self._rollback_listeners:
+                listener()
+
+    def on_rollback(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every rollback (in-memory caches drop their state)."""
+        self._rollback_listeners.append(listener)
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (or process) commits to the file."""
+        with self.read() as conn:
+            return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[None]:
+        await self.gate()
+        if self._tx is not None and self._tx in _current.get():
+            with self.write():  # nested: a savepoint inside the open transaction
+                yield
+            return
+        with self.lock:
+            tx = _Transaction(thread=threading.get_ident())
+            token = _current.set((*_current.get(), tx))
+            self._tx = tx
+            try:
+                with self.write():
+                    yield
+            finally:
+                self._tx = None
+                _current.reset(token)
+                tx.done.set()
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """Everything written inside commits together, or not at all on an exception."""
+        return self._transaction()
+
+    async def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                conn.close()

@@ -1,0 +1,195 @@
+"""In-memory float32 matrices that make the SQLite store's vector search fast.
+
+SQLite holds the embeddings (the truth); these caches hold, per (namespace, tier) and
+per namespace's archive records, unit-length copies in one contiguous matrix, so a
+search is a single matrix-vector product plus `argpartition`. Rows are appended into
+spare capacity and removed by moving the last row into the gap, so keeping a cache in
+step with a write costs O(rows written), not O(rows cached).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tiered_memory.models import MemoryType
+from tiered_memory.ports import Matrix, Vector
+
+FORGOTTEN = 1
+SUPERSEDED = 2
+PINNED = 4
+TYPE_CODES: dict[MemoryType, int] = {t: i for i, t in enumerate(MemoryType)}
+
+Mask = npt.NDArray[np.bool_]
+CacheKey = tuple[str, str]  # (namespace, tier value or 'archived')
+
+
+def unit_rows(matrix: Matrix) -> Matrix:
+    """Rows scaled to length 1 (zero rows stay zero), so a dot product is a cosine."""
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0] = 1.0
+    out: Matrix = (matrix / norms[:, None]).astype(np.float32, copy=False)
+    return out
+
+
+def unit(vector: Vector) -> Vector:
+    norm = float(np.linalg.norm(vector))
+    out: Vector = (vector / norm if norm > 0 else vector).astype(np.float32, copy=False)
+    return out
+
+
+def flags_of(do_not_inject: bool, superseded: bool, pinned: bool) -> int:
+    return (
+        (FORGOTTEN if do_not_inject else 0)
+        | (SUPERSEDED if superseded else 0)
+        | (PINNED if pinned else 0)
+    )
+
+
+class VectorIndex:
+    """Unit rows of one partition, with the per-row facts the cheap filters need."""
+
+    def __init__(self, dimension: int, capacity: int = 64) -> None:
+        self.dimension = dimension
+        self._ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._vectors: Matrix = np.zeros((max(capacity, 1), dimension), dtype=np.float32)
+        self._flags = np.zeros(max(capacity, 1), dtype=np.uint8)
+        self._types = np.zeros(max(capacity, 1), dtype=np.uint8)
+
+    @classmethod
+    def build(
+        cls,
+        dimension: int,
+        ids: Sequence[str],
+        matrix: Matrix,
+        flags: Sequence[int],
+        types: Sequence[int],
+    ) -> VectorIndex:
+        """One bulk load (a cache miss), with headroom for the appends that follow."""
+        n = len(ids)
+        index = cls(dimension, capacity=n + max(64, n // 4))
+        if n:
+            index._vectors[:n] = unit_rows(matrix)
+            index._flags[:n] = np.asarray(flags, dtype=np.uint8)
+            index._types[:n] = np.asarray(types, dtype=np.uint8)
+        index._ids = list(ids)
+        index._pos = {memory_id: i for i, memory_id in enumerate(index._ids)}
+        return index
+
+    @property
+    def size(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._pos
+
+    def add(self, memory_id: str, vector: Vector, flags: int = 0, type_code: int = 0) -> None:
+        self.remove(memory_id)
+        i = len(self._ids)
+        if i == self._vectors.shape[0]:
+            self._grow()
+        self._vectors[i] = unit(vector)
+        self._flags[i] = flags
+        self._types[i] = type_code
+        self._ids.append(memory_id)
+        self._pos[memory_id] = i
+
+    def remove(self, memory_id: str) -> None:
+        i = self._pos.pop(memory_id, None)
+        if i is None:
+            return
+        last = len(self._ids) - 1
+        if i != last:  # move the last row into the gap
+            moved = self._ids[last]
+            self._vectors[i] = self._vectors[last]
+            self._flags[i] = self._flags[last]
+            self._types[i] = self._types[last]
+            self._ids[i] = moved
+            self._pos[moved] = i
+        self._ids.pop()
+
+    def _grow(self) -> None:
+        capacity = self._vectors.shape[0] * 2
+        vectors = np.zeros((capacity, self.dimension), dtype=np.float32)
+        vectors[: self.size] = self._vectors[: self.size]
+        flags = np.zeros(capacity, dtype=np.uint8)
+        flags[: self.size] = self._flags[: self.size]
+        types = np.zeros(capacity, dtype=np.uint8)
+        types[: self.size] = self._types[: self.size]
+        self._vectors, self._flags, self._types = vectors, flags, types
+
+    # -- filters -------------------------------------------------------------------------
+
+    def without_flags(self, flags: int) -> Mask:
+        mask: Mask = (self._flags[: self.size] & flags) == 0
+        return mask
+
+    def with_flags(self, flags: int, present: bool) -> Mask:
+        has: Mask = (self._flags[: self.size] & flags) != 0
+        return has if present else ~has
+
+    def of_types(self, codes: Iterable[int]) -> Mask:
+        mask: Mask = np.isin(self._types[: self.size], np.fromiter(codes, dtype=np.uint8))
+        return mask
+
+    def of_ids(self, ids: Iterable[str]) -> Mask:
+        mask: Mask = np.zeros(self.size, dtype=np.bool_)
+        rows = [self._pos[i] for i in ids if i in self._pos]
+        if rows:
+            mask[rows] = True
+        return mask
+
+    # -- search --------------------------------------------------------------------------
+
+    def top_k(self, query: Vector, k: int, mask: Mask | None = None) -> list[tuple[str, float]]:
+        """The k best (id, cosine) pairs, best first; `query` must be unit length."""
+        n = self.size
+        if n == 0 or k <= 0:
+            return []
+        scores = self._vectors[:n] @ query
+        allowed = n
+        if mask is not None:
+            allowed = int(np.count_nonzero(mask))
+            if allowed == 0:
+                return []
+            scores = np.where(mask, scores, -np.inf)
+        kk = min(k, allowed)
+        rows = np.argpartition(-scores, kk - 1)[:kk] if kk < n else np.arange(n)
+        rows = rows[np.argsort(-scores[rows], kind="stable")][:kk]
+        return [(self._ids[r], float(scores[r])) for r in rows.tolist()]
+
+
+class VectorCache:
+    """Indexes by key, least recently used dropped first once `max_rows` is exceeded."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self._indexes: OrderedDict[CacheKey, VectorIndex] = OrderedDict()
+
+    def get(self, key: CacheKey) -> VectorIndex | None:
+        index = self._indexes.get(key)
+        if index is not None:
+            self._indexes.move_to_end(key)
+        return index
+
+    def put(self, key: CacheKey, index: VectorIndex) -> None:
+        self._indexes[key] = index
+        self._indexes.move_to_end(key)
+        total = sum(i.size for i in self._indexes.values())
+        while total > self.max_rows and len(self._indexes) > 1:
+            _, dropped = self._indexes.popitem(last=False)
+            total -= dropped.size
+
+    def __iter__(self) -> Iterator[CacheKey]:
+        return iter(list(self._indexes))
+
+    def drop(self, keys: Iterable[CacheKey]) -> None:
+        for key in list(keys):
+            self._indexes.pop(key, None)
+
+    def clear(self) -> None:
+        self._indexes.clear()
