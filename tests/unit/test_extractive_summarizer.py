@@ -151,7 +151,7 @@ _sentences = st.lists(_words, min_size=1, max_size=12).map(lambda ws: " ".join(w
 _enders = st.sampled_from([". ", "! ", "? ", ".\n", "\n", " "])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.lists(st.tuples(_sentences, _enders), min_size=1, max_size=15))
 def test_property_summary_is_made_of_the_original_and_bounded(
     parts: list[tuple[str, str]],
@@ -159,5 +159,10 @@ def test_property_summary_is_made_of_the_original_and_bounded(
     text = "".join(s + end for s, end in parts)
     summary = summarize(text, max_chars=160)
     assert len(summary) <= 160
-    assert summary == text.strip() or _is_ordered_selection(summary, split_sentences(text))
+    sentences = split_sentences(text)
+    assert (
+        summary == text.strip()
+        or _is_ordered_selection(summary, sentences)
+        or any(s.startswith(summary) for s in sentences)  # one oversized sentence, cut
+    )
     assert summarize(text, max_chars=160) == summary
