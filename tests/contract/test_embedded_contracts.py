@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
+from .graph_contract import AssociationGraphContract
 from .store_contract import MemoryStoreContract
 
 
@@ -19,4 +21,17 @@ class TestSQLiteMemoryStore(MemoryStoreContract):
         try:
             yield store
         finally:
+            await store.close()
+
+
+class TestSQLiteAssociationGraph(AssociationGraphContract):
+    @pytest.fixture
+    async def graph(self, tmp_path: Path) -> AsyncIterator[SQLiteAssociationGraph]:
+        # the documented wiring: the graph lives in the store's file
+        store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+        graph = SQLiteAssociationGraph(store.database)
+        try:
+            yield graph
+        finally:
+            await graph.close()
             await store.close()
