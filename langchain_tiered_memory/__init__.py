@@ -1,3 +1,16 @@
-"""langchain_tiered_memory: placeholder until its issue lands."""
+"""LangChain and LangGraph face of tiered-memory: `pip install 'tiered-memory[langchain]'`."""
 
-__all__: list[str] = []
+from langchain_tiered_memory import _extra  # noqa: F401  (names the extra when LangChain is missing)
+from langchain_tiered_memory.middleware import TieredMemoryMiddleware
+from langchain_tiered_memory.retrievers import TieredMemoryRetriever
+from langchain_tiered_memory.stores import TieredMemoryStore
+from langchain_tiered_memory.tools import create_memory_tools
+from langchain_tiered_memory.vectorstores import TieredMemoryVectorStore
+
+__all__ = [
+    "TieredMemoryMiddleware",
+    "TieredMemoryRetriever",
+    "TieredMemoryStore",
+    "TieredMemoryVectorStore",
+    "create_memory_tools",
+]

@@ -1,0 +1,329 @@
+"""`TieredMemoryStore`: tiered memory as LangGraph's long-term store (`BaseStore`).
+
+LangGraph agents, and LangMem's memory tools, read and write through `BaseStore`;
+this adapter lets them use tiered memory unchanged. The mapping:
+
+- a LangGraph namespace tuple is one memory namespace, `<prefix>:<JSON array>`
+  (ASCII-escaped), so the mapping is reversible whatever the labels hold and the
+  store's namespaces never mix with namespaces used directly;
+- an item key is the memory id, its value is the memory's metadata (a JSON object),
+  and the text embedded and searched is the value's `index` fields (or the whole
+  value as JSON);
+- `put` over an existing key replaces the memory (the core has no content update
+  yet, so the replacement starts in HOT again); `put(..., None)` deletes it;
+- `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
+  needed, archived summaries when nothing else fits) and its score is the memory's
+  final score; without a query it lists items in key order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+from langgraph.store.base.embed import get_text_at_path
+
+from tiered_memory import (
+    ConfigurationError,
+    Memory,
+    MemoryInput,
+    NotFoundError,
+    TieredMemory,
+    ValidationError,
+)
+from tiered_memory.ports import FilterOp, MetadataFilter
+
+from ._common import run_sync
+
+DEFAULT_PREFIX = "langgraph"
+_PAGE = 500
+_OPERATORS: dict[str, FilterOp] = {
+    "$eq": "eq",
+    "$ne": "ne",
+    "$gt": "gt",
+    "$gte": "gte",
+    "$lt": "lt",
+    "$lte": "lte",
+}
+
+
+class TieredMemoryStore(BaseStore):
+    """LangGraph's `BaseStore` over a `TieredMemory`.
+
+    Example:
+        ```python
+        store = TieredMemoryStore(mem, index={"fields": ["content"]})
+        store.put(("memories", "user-42"), "k1", {"content": "Likes green tea"})
+        store.search(("memories", "user-42"), query="what does the user drink?")
+        agent = create_agent(model, tools=[...], store=store)
+        ```
+
+    `index` takes LangGraph's `IndexConfig`, of which only `fields` applies: the
+    memory's own embedder embeds (give your embeddings to the memory instead). TTLs
+    are not supported; memories age through their tiers instead.
+    """
+
+    supports_ttl: bool = False
+
+    def __init__(
+        self,
+        memory: TieredMemory,
+        *,
+        index: IndexConfig | None = None,
+        namespace_prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if index is not None and index.get("embed") is not None:
+            raise ConfigurationError(
+                "TieredMemoryStore embeds with the memory's embedder; pass your "
+                "embeddings to TieredMemory.embedded(embedder=...) and give index only "
+                "'fields'"
+            )
+        if not namespace_prefix or ":" in namespace_prefix:
+            raise ConfigurationError("namespace_prefix must be non-empty and contain no ':'")
+        self.memory = memory
+        self.index_fields: list[str] = list((index or {}).get("fields") or ["$"])
+        self.namespace_prefix = namespace_prefix
+
+    # -- namespace mapping ------------------------------------------------------------
+
+    def encode_namespace(self, namespace: tuple[str, ...]) -> str:
+        labels = json.dumps(list(namespace), ensure_ascii=True, separators=(",", ":"))
+        return f"{self.namespace_prefix}:{labels}"
+
+    def decode_namespace(self, name: str) -> tuple[str, ...] | None:
+        """The LangGraph namespace of a memory namespace, or None if not one of ours."""
+        head, sep, labels = name.partition(":")
+        if head != self.namespace_prefix or not sep:
+            return None
+        try:
+            decoded = json.loads(labels)
+        except ValueError:
+            return None
+        if not isinstance(decoded, list) or not all(isinstance(x, str) for x in decoded):
+            return None
+        return tuple(decoded)
+
+    # -- batch ------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return run_sync(self.memory, self.abatch(ops))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the ops in order; a read sees the writes of earlier ops of the batch."""
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(await self._get(op))
+            elif isinstance(op, PutOp):
+                await self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(await self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(await self._list_namespaces(op))
+            else:
+                raise ValidationError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    async def _get(self, op: GetOp) -> Item | None:
+        memory = await self.memory.aio.get(op.key, namespace=self.encode_namespace(op.namespace))
+        return None if memory is None else _item(memory, op.namespace)
+
+    async def _put(self, op: PutOp) -> None:
+        if op.ttl is not None:
+            raise ValidationError(
+                "TieredMemoryStore does not support ttl; memories age through their tiers"
+            )
+        engine = self.memory.aio
+        ns = self.encode_namespace(op.namespace)
+        item: MemoryInput | None = None
+        if op.value is not None:
+            # Build before deleting, so a value that is not a JSON object leaves the old item.
+            item = MemoryInput(
+                content=self._text(op.value, op.index),
+                metadata=dict(op.value),
+                id=op.key,
+                source="langgraph",
+            )
+        with contextlib.suppress(NotFoundError):  # putting a new key: nothing to replace
+            await engine.forget(op.key, namespace=ns, hard=True)
+        if item is not None:
+            await engine.add_many([item], namespace=ns, dedup=False)
+
+    def _text(self, value: Mapping[str, Any], index: Any) -> str:
+        """The text to embed: the `index` fields of the op, else of the store."""
+        fields = index if isinstance(index, list) else self.index_fields
+        texts: list[str] = []
+        for path in fields:
+            texts.extend(t for t in get_text_at_path(value, path) if t.strip())
+        if not texts:  # none of the fields present: the value itself is the text
+            texts = get_text_at_path(value, "$")
+        return "\n".join(texts)
+
+    async def _namespaces(self) -> list[tuple[str, ...]]:
+        # The engine has no public namespace listing yet; its store port has one.
+        names = await self.memory.aio.store.namespaces()
+        decoded = (self.decode_namespace(n) for n in names)
+        return sorted(ns for ns in decoded if ns is not None)
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        namespaces = [ns for ns in await self._namespaces() if ns[: len(prefix)] == prefix]
+        conditions = translate_filter(op.filter)
+        wanted = op.offset + op.limit
+        if op.limit <= 0 or not namespaces:
+            return []
+        found: list[SearchItem] = []
+        if op.query:
+            for ns in namespaces:
+                hits = await self.memory.aio.search(
+                    op.query, namespace=self.encode_namespace(ns), k=wanted, metadata=conditions
+                )
+                found.extend(_search_item(h.memory, ns, h.score) for h in hits)
+            found.sort(key=lambda item: item.score or 0.0, reverse=True)
+        else:
+            for ns in namespaces:
+                found.extend(await self._scan(ns, op.filter, wanted - len(found)))
+                if len(found) >= wanted:
+                    break
+        return found[op.offset : wanted]
+
+    async def _scan(
+        self, ns: tuple[str, ...], filter: Mapping[str, Any] | None, limit: int
+    ) -> list[SearchItem]:
+        """Items of one namespace in key order, as a filtered listing.
+
+        The engine's `list` takes no metadata filter, so the filter is applied here,
+        with LangGraph's own matching rules, page by page.
+        """
+        out: list[SearchItem] = []
+        after: str | None = None
+        name = self.encode_namespace(ns)
+        while len(out) < limit:
+            page = await self.memory.aio.list(namespace=name, after_id=after, limit=_PAGE)
+            for memory in page:
+                if not memory.do_not_inject and matches_filter(memory.metadata, filter):
+                    out.append(_search_item(memory, ns, None))
+                    if len(out) >= limit:
+                        break
+            if len(page) < _PAGE:
+                break
+            after = page[-1].id
+        return out
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces = [
+            ns
+            for ns in await self._namespaces()
+            if all(_namespace_matches(c, ns) for c in op.match_conditions or ())
+        ]
+        if op.max_depth is not None:
+            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
+        return namespaces[op.offset : op.offset + op.limit]
+
+
+def _item(memory: Memory, namespace: tuple[str, ...]) -> Item:
+    return Item(
+        value=dict(memory.metadata),
+        key=memory.id,
+        namespace=namespace,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+    )
+
+
+def _search_item(memory: Memory, namespace: tuple[str, ...], score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=namespace,
+        key=memory.id,
+        value=dict(memory.metadata),
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+        score=score,
+    )
+
+
+def translate_filter(filter: Mapping[str, Any] | None) -> list[MetadataFilter]:
+    """A LangGraph search filter as metadata conditions on top-level value keys.
+
+    `{"k": v}` and `{"k": {"$eq": v, "$gt": ...}}` translate; a condition on a nested
+    object or a list does not, and raises rather than being dropped.
+    """
+    out: list[MetadataFilter] = []
+    for key, condition in (filter or {}).items():
+        if (
+            isinstance(condition, Mapping)
+            and condition
+            and all(str(k).startswith("$") for k in condition)
+        ):
+            for op, value in condition.items():
+                if op not in _OPERATORS:
+                    raise ValidationError(
+                        f"unsupported filter operator {op!r} on {key!r}; "
+                        f"use one of {sorted(_OPERATORS)}"
+                    )
+                _check_scalar(key, value)
+                out.append(MetadataFilter(key, _OPERATORS[op], value))
+        else:
+            _check_scalar(key, condition)
+            out.append(MetadataFilter(key, "eq", condition))
+    return out
+
+
+def _check_scalar(key: str, value: Any) -> None:
+    if isinstance(value, (Mapping, list, tuple)):
+        raise ValidationError(
+            f"cannot filter {key!r} on a nested object or list; filter on a top-level "
+            "scalar value (put the field at the top level of the item's value)"
+        )
+
+
+def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """LangGraph's filter semantics, for listings without a query."""
+    conditions = translate_filter(filter)
+    return all(_holds(value, c) for c in conditions)
+
+
+def _holds(value: Mapping[str, Any], c: MetadataFilter) -> bool:
+    actual: Any = value.get(c.key)
+    if c.op == "eq":
+        return bool(actual == c.value)
+    if c.op == "ne":
+        return bool(actual != c.value)
+    try:
+        a, b = float(actual), float(c.value)
+    except (TypeError, ValueError):
+        return False
+    return {"gt": a > b, "gte": a >= b, "lt": a < b, "lte": a <= b}[c.op]
+
+
+def _namespace_matches(condition: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(ns) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(ns, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(ns), reversed(path), strict=False)
+    else:
+        raise ValidationError(f"unsupported namespace match type {condition.match_type!r}")
+    return all(want == "*" or have == want for have, want in pairs)

@@ -1,0 +1,374 @@
+"""The agent-facing memory tools of seed 002, as LangChain tools.
+
+`create_memory_tools(memory, namespace)` returns the nine of them. Each tool is one
+engine call; the rules (what forget means, which promotions are allowed, how a score
+is made) are the engine's, and its errors reach the model as a tool message that
+says what went wrong, instead of ending the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForToolRun,
+    CallbackManagerForToolRun,
+)
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import BaseModel, Field
+
+from tiered_memory import (
+    Explanation,
+    Hit,
+    Memory,
+    TieredMemory,
+    TieredMemoryError,
+)
+
+from ._common import DEFAULT_NAMESPACE, current_context, namespace_from, run_sync
+
+TierName = Literal["hot", "warm", "cold", "archived"]
+MemoryTypeName = Literal["procedural", "factual", "project", "episodic"]
+
+_ID_DESCRIPTION = "The id of the memory, exactly as shown by memory_recall or memory_store."
+
+
+class RecallInput(BaseModel):
+    query: str = Field(
+        description="What to look for, in plain words (a question, a name, a topic)."
+    )
+    k: int = Field(default=5, ge=1, le=50, description="How many memories to return at most.")
+    tier: TierName | None = Field(
+        default=None,
+        description=(
+            "Only look in this tier (hot: new, warm: proven useful, cold: faded, "
+            "archived: summaries of old memories). Leave empty for a normal recall."
+        ),
+    )
+    deep: bool = Field(
+        default=False,
+        description="Also search faded (cold) memories and archived summaries.",
+    )
+
+
+class StoreInput(BaseModel):
+    content: str = Field(
+        description="The thing to remember, as one self-contained sentence "
+        "(e.g. 'The user's daughter is called Ava')."
+    )
+    memory_type: MemoryTypeName = Field(
+        default="episodic",
+        description=(
+            "procedural: how the user wants things done (kept longest); factual: facts "
+            "about the user or the world; project: context of a piece of work; "
+            "episodic: what happened when (fades fastest)."
+        ),
+    )
+    importance: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="How much it matters, 0 to 1; 0.5 if unsure.",
+    )
+    pinned: bool = Field(
+        default=False,
+        description="Pin it: never fades and is always put into context. Use sparingly.",
+    )
+
+
+class MemoryIdInput(BaseModel):
+    memory_id: str = Field(description=_ID_DESCRIPTION)
+
+
+class ForgetInput(BaseModel):
+    memory_id: str = Field(description=_ID_DESCRIPTION)
+    hard: bool = Field(
+        default=False,
+        description="Delete it for good. Only when the user explicitly asks; "
+        "a normal forget can be undone with memory_restore.",
+    )
+
+
+class PromoteInput(BaseModel):
+    memory_id: str = Field(description=_ID_DESCRIPTION)
+    tier: Literal["hot", "warm"] = Field(
+        default="warm", description="The more active tier to move it to."
+    )
+
+
+class DemoteInput(BaseModel):
+    memory_id: str = Field(description=_ID_DESCRIPTION)
+    tier: Literal["warm", "cold"] = Field(description="The less active tier to move it to.")
+
+
+class ExplainInput(BaseModel):
+    memory_id: str = Field(description=_ID_DESCRIPTION)
+    query: str | None = Field(
+        default=None,
+        description="The query to score it against; empty to explain its decay alone.",
+    )
+
+
+def _bad_arguments(error: Exception) -> str:
+    """Tell the model which argument was wrong and why, so it can call again."""
+    return f"Invalid arguments: {error}"
+
+
+def _line(hit: Hit) -> str:
+    m = hit.memory
+    return (
+        f"- [id={m.id} tier={hit.tier.value} type={m.memory_type.value} "
+        f"score={hit.score:.3f}{' pinned' if m.pinned else ''}] {m.content}"
+    )
+
+
+def _state(memory: Memory) -> str:
+    flags = [f"tier={memory.tier.value}", f"type={memory.memory_type.value}"]
+    if memory.pinned:
+        flags.append("pinned")
+    if memory.do_not_inject:
+        flags.append("forgotten")
+    return f"{memory.id} ({', '.join(flags)})"
+
+
+class MemoryTool(BaseTool):
+    """Base of the memory tools: one namespace, errors as tool messages, sync and async.
+
+    `namespace_key`, when set, takes the namespace per run from the agent's runtime
+    context or `configurable` (as `TieredMemoryMiddleware` does), so one set of tools
+    serves many users; `namespace` is the fallback.
+    """
+
+    memory: TieredMemory
+    namespace: str = DEFAULT_NAMESPACE
+    namespace_key: str | None = None
+
+    def __init__(self, **data: Any) -> None:
+        # A bad id or a refused demotion is something the model can act on: report it
+        # as the tool's answer rather than ending the agent run.
+        data.setdefault("handle_tool_error", True)
+        data.setdefault("handle_validation_error", _bad_arguments)
+        super().__init__(**data)
+
+    def _resolve_namespace(self) -> str:
+        if self.namespace_key is None:
+            return self.namespace
+        return namespace_from(current_context(), self.namespace_key, self.namespace)
+
+    def _run(
+        self, *args: Any, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any
+    ) -> str:
+        # The namespace is read here, in the caller's thread, where the run's context is.
+        return run_sync(self.memory, self._guarded(self._resolve_namespace(), kwargs))
+
+    async def _arun(
+        self,
+        *args: Any,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+        **kwargs: Any,
+    ) -> str:
+        return await self._guarded(self._resolve_namespace(), kwargs)
+
+    async def _guarded(self, namespace: str, kwargs: dict[str, Any]) -> str:
+        schema = self.args_schema
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise TypeError(f"{type(self).__name__}.args_schema must be a pydantic model")
+        args = schema.model_validate(kwargs)
+        try:
+            return await self._execute(namespace, args)
+        except TieredMemoryError as e:
+            raise ToolException(f"{type(e).__name__}: {e}") from e
+
+    async def _execute(self, namespace: str, args: Any) -> str:
+        raise NotImplementedError
+
+
+class MemoryRecallTool(MemoryTool):
+    name: str = "memory_recall"
+    description: str = (
+        "Search long-term memory about the user and past conversations. Returns the "
+        "best matching memories with their ids, tiers and scores. Use it before "
+        "answering questions about the user's preferences, facts or past events."
+    )
+    args_schema: type[BaseModel] = RecallInput
+    budget_tokens: int | None = Field(default=None, ge=0)
+    """Token budget of a normal recall; None uses the memory policy's default."""
+
+    async def _execute(self, namespace: str, args: RecallInput) -> str:
+        engine = self.memory.aio
+        hits: list[Hit]
+        if args.tier is None:
+            # A normal recall is a use: what the agent reads stays active.
+            injection = await engine.recall(
+                args.query,
+                namespace=namespace,
+                budget_tokens=self.budget_tokens,
+                max_items=args.k,
+                deep=args.deep,
+            )
+            hits = injection.items
+        else:
+            # Looking inside one tier is inspection, like the CLI's `search --tier`.
+            hits = await engine.search(
+                args.query, namespace=namespace, k=args.k, deep=args.deep, tiers=[args.tier]
+            )
+        if not hits:
+            return f"No memories found for {args.query!r}."
+        return "\n".join(_line(h) for h in hits)
+
+
+class MemoryStoreTool(MemoryTool):
+    name: str = "memory_store"
+    description: str = (
+        "Save something worth remembering about the user or the work into long-term "
+        "memory (it starts in the hot tier). Store one fact, preference or event per "
+        "call. A near-duplicate of an existing memory strengthens that one instead."
+    )
+    args_schema: type[BaseModel] = StoreInput
+
+    async def _execute(self, namespace: str, args: StoreInput) -> str:
+        memory = await self.memory.aio.add(
+            args.content,
+            namespace=namespace,
+            memory_type=args.memory_type,
+            importance=args.importance,
+            pinned=args.pinned,
+            source="agent",
+        )
+        if memory.content != args.content:
+            return f"Already remembered as {_state(memory)}: {memory.content}"
+        return f"Stored {_state(memory)}."
+
+
+class MemoryForgetTool(MemoryTool):
+    name: str = "memory_forget"
+    description: str = (
+        "Forget a memory: it will no longer be put into context (memory_restore undoes "
+        "it). Use hard=true only when the user explicitly asks to delete it for good."
+    )
+    args_schema: type[BaseModel] = ForgetInput
+
+    async def _execute(self, namespace: str, args: ForgetInput) -> str:
+        await self.memory.aio.forget(args.memory_id, namespace=namespace, hard=args.hard)
+        if args.hard:
+            return f"Deleted {args.memory_id} permanently."
+        return f"Forgot {args.memory_id}; memory_restore brings it back."
+
+
+class MemoryRestoreTool(MemoryTool):
+    name: str = "memory_restore"
+    description: str = (
+        "Undo memory_forget, or bring an archived memory back from its stored original."
+    )
+    args_schema: type[BaseModel] = MemoryIdInput
+
+    async def _execute(self, namespace: str, args: MemoryIdInput) -> str:
+        memory = await self.memory.aio.restore(args.memory_id, namespace=namespace)
+        return f"Restored {_state(memory)}."
+
+
+class MemoryPinTool(MemoryTool):
+    name: str = "memory_pin"
+    description: str = (
+        "Pin a memory so it never fades and is always put into context. For standing "
+        "instructions and key facts the user wants kept."
+    )
+    args_schema: type[BaseModel] = MemoryIdInput
+
+    async def _execute(self, namespace: str, args: MemoryIdInput) -> str:
+        memory = await self.memory.aio.pin(args.memory_id, namespace=namespace)
+        return f"Pinned {_state(memory)}."
+
+
+class MemoryUnpinTool(MemoryTool):
+    name: str = "memory_unpin"
+    description: str = "Unpin a memory: it fades and is recalled like any other again."
+    args_schema: type[BaseModel] = MemoryIdInput
+
+    async def _execute(self, namespace: str, args: MemoryIdInput) -> str:
+        memory = await self.memory.aio.unpin(args.memory_id, namespace=namespace)
+        return f"Unpinned {_state(memory)}."
+
+
+class MemoryPromoteTool(MemoryTool):
+    name: str = "memory_promote"
+    description: str = (
+        "Move a memory to a more active tier (cold -> warm, or to hot) so it is "
+        "recalled more readily."
+    )
+    args_schema: type[BaseModel] = PromoteInput
+
+    async def _execute(self, namespace: str, args: PromoteInput) -> str:
+        memory = await self.memory.aio.promote(args.memory_id, args.tier, namespace=namespace)
+        return f"Promoted {_state(memory)}."
+
+
+class MemoryDemoteTool(MemoryTool):
+    name: str = "memory_demote"
+    description: str = (
+        "Move a memory to a less active tier (hot -> warm -> cold) when it matters less "
+        "now. Pinned memories cannot be demoted."
+    )
+    args_schema: type[BaseModel] = DemoteInput
+
+    async def _execute(self, namespace: str, args: DemoteInput) -> str:
+        memory = await self.memory.aio.demote(args.memory_id, args.tier, namespace=namespace)
+        return f"Demoted {_state(memory)}."
+
+
+class MemoryExplainTool(MemoryTool):
+    name: str = "memory_explain"
+    description: str = (
+        "Explain why a memory ranks where it does: relevance, retention, frequency and "
+        "tier factor, with the formula."
+    )
+    args_schema: type[BaseModel] = ExplainInput
+
+    async def _execute(self, namespace: str, args: ExplainInput) -> str:
+        explanation = await self.memory.aio.explain(
+            args.memory_id, query=args.query, namespace=namespace
+        )
+        return _explanation(explanation)
+
+
+def _explanation(e: Explanation) -> str:
+    t = e.terms
+    lines = [
+        f"memory {e.id}: tier={e.tier.value} type={e.memory_type.value} "
+        f"uses={e.use_count} last_used={e.last_used_at.isoformat()}"
+        f"{' pinned' if e.pinned else ''}{' core' if e.core else ''}",
+        e.formula,
+        f"relevance: cosine={t.cosine:.3f} vector={t.vector:.3f} lexical={t.lexical:.3f} "
+        f"graph={t.graph:.3f}",
+        f"retention: recency={t.recency:.3f} half_life_days={t.half_life_days:.1f}",
+    ]
+    return "\n".join(lines)
+
+
+TOOL_CLASSES: tuple[type[MemoryTool], ...] = (
+    MemoryRecallTool,
+    MemoryStoreTool,
+    MemoryForgetTool,
+    MemoryRestoreTool,
+    MemoryPinTool,
+    MemoryUnpinTool,
+    MemoryPromoteTool,
+    MemoryDemoteTool,
+    MemoryExplainTool,
+)
+
+
+def create_memory_tools(
+    memory: TieredMemory,
+    namespace: str = DEFAULT_NAMESPACE,
+    *,
+    namespace_key: str | None = None,
+) -> list[BaseTool]:
+    """The nine memory tools of seed 002, bound to `memory` and `namespace`.
+
+    Pass `namespace_key="user_id"` to take the namespace from each run's context
+    instead (falling back to `namespace`), matching `TieredMemoryMiddleware`.
+    """
+    return [
+        cls(memory=memory, namespace=namespace, namespace_key=namespace_key) for cls in TOOL_CLASSES
+    ]
