@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tiered_memory.archives.local import LocalFolderObjectStore
 from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .graph_contract import AssociationGraphContract
+from .object_store_contract import ObjectStoreContract
 from .store_contract import MemoryStoreContract
 
 
@@ -35,3 +37,13 @@ class TestSQLiteAssociationGraph(AssociationGraphContract):
         finally:
             await graph.close()
             await store.close()
+
+
+class TestLocalFolderObjectStore(ObjectStoreContract):
+    @pytest.fixture
+    async def objects(self, tmp_path: Path) -> AsyncIterator[LocalFolderObjectStore]:
+        objects = LocalFolderObjectStore(tmp_path / "archive")
+        try:
+            yield objects
+        finally:
+            await objects.close()
