@@ -1,3 +1,14 @@
-"""llamaindex_tiered_memory: placeholder until its issue lands."""
+"""LlamaIndex face of tiered-memory: a vector store, a memory block and a retriever."""
 
-__all__: list[str] = []
+from ._errors import UnsupportedFilterError, UnsupportedQueryError
+from .memory_blocks import TieredMemoryBlock
+from .retrievers import TieredMemoryRetriever
+from .vector_stores import TieredMemoryVectorStore
+
+__all__ = [
+    "TieredMemoryBlock",
+    "TieredMemoryRetriever",
+    "TieredMemoryVectorStore",
+    "UnsupportedFilterError",
+    "UnsupportedQueryError",
+]

@@ -1,0 +1,110 @@
+"""`TieredMemoryBlock`: long-term tiered memory inside `llama_index.core.memory.Memory`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from tiered_memory import AsyncTieredMemory, MemoryInput, MemoryType, TieredMemory
+
+from ._core_gaps import engine_of, run_async
+
+
+class TieredMemoryBlock(BaseMemoryBlock[str]):
+    """Recalls what is relevant to the latest messages, within `budget_tokens` split by
+    tier shares, and captures the messages `Memory` flushes out of its short-term queue.
+
+    The block is scoped to one `namespace` (a user, an agent): every chat session of
+    that user shares it, and nothing crosses to another namespace. Recalled memories
+    count as used, which keeps them in the active tiers. Captures go through the
+    engine's near-duplicate check, so a fact said twice strengthens one memory.
+    """
+
+    name: str = Field(default="long_term_memory", description="The block's name (a tag).")
+    memory: TieredMemory | AsyncTieredMemory = Field(
+        exclude=True, description="The engine; a TieredMemory works from sync and async code."
+    )
+    namespace: str = Field(default="default", description="Whose memories these are.")
+    budget_tokens: int | None = Field(
+        default=None,
+        description="Tokens the recalled context may take; None: the engine's default.",
+    )
+    priority: int = Field(
+        default=1,
+        description="1 lets Memory shorten this block (lowest scores first) under pressure; "
+        "0 never truncates it (the budget still caps it).",
+    )
+    retrieval_context_window: int = Field(
+        default=3, ge=1, description="How many of the latest messages form the recall query."
+    )
+    capture_roles: tuple[str, ...] = Field(
+        default=("user", "assistant"), description="Roles whose flushed messages are kept."
+    )
+    memory_type: MemoryType = Field(
+        default=MemoryType.EPISODIC, description="Type of captured messages (sets their decay)."
+    )
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        query = "\n".join(
+            text
+            for m in (messages or [])[-self.retrieval_context_window :]
+            if (text := _text(m).strip())
+        )
+        if not query:
+            return ""
+        engine = engine_of(self.memory)
+        injection = await run_async(
+            self.memory,
+            engine.recall(query, namespace=self.namespace, budget_tokens=self.budget_tokens),
+        )
+        return injection.text
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """One memory per message, "role: text", so a recalled line says who said it."""
+        engine = engine_of(self.memory)
+        limit = engine.policy.limits.max_content_chars
+        items: list[MemoryInput] = []
+        for message in messages:
+            role = message.role.value
+            text = _text(message).strip()
+            if role not in self.capture_roles or not text:
+                continue
+            content = f"{role}: {text}"[:limit]  # a pasted document must not fail the chat
+            session = message.additional_kwargs.get("session_id")
+            metadata: dict[str, Any] = {"role": role}
+            if isinstance(session, str):
+                metadata["session_id"] = session
+            items.append(
+                MemoryInput(
+                    content=content,
+                    memory_type=self.memory_type,
+                    importance=self.importance,
+                    metadata=metadata,
+                    source="llamaindex-chat",
+                )
+            )
+        if items:
+            await run_async(self.memory, engine.add_many(items, namespace=self.namespace))
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Drop whole lines from the end (the lowest-scored memories come last) until
+        at least `tokens_to_truncate` tokens are gone; a memory is never cut mid-line."""
+        if tokens_to_truncate <= 0:
+            return content
+        count = engine_of(self.memory).tokens.count
+        lines = content.splitlines()
+        target = count(content) - tokens_to_truncate
+        while lines and count("\n".join(lines)) > target:
+            lines.pop()
+        return "\n".join(lines) if lines else None
+
+
+def _text(message: ChatMessage) -> str:
+    return "".join(b.text for b in message.blocks if isinstance(b, TextBlock))
+
+
+__all__ = ["TieredMemoryBlock"]

@@ -1,0 +1,368 @@
+"""`TieredMemoryVectorStore`: a LlamaIndex vector store whose nodes are tiered memories."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from os import PathLike
+from typing import Any
+
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import build_metadata_filter_fn
+
+from tiered_memory import (
+    AsyncTieredMemory,
+    Hit,
+    Memory,
+    MemoryType,
+    Policy,
+    TieredMemory,
+)
+from tiered_memory.ports import Clock
+from tiered_memory.ports import MetadataFilter as CoreFilter
+
+from ._core_gaps import (
+    AnyMemory,
+    engine_of,
+    every_memory,
+    forget_hard,
+    run_async,
+    run_sync,
+    with_query_vector,
+)
+from ._errors import UnsupportedFilterError, UnsupportedQueryError
+from ._filters import to_core_filters
+from ._nodes import filterable, memory_to_node, node_to_input
+
+_QUERY_KWARGS = frozenset({"budget_tokens", "deep", "include_archived"})
+
+
+class TieredMemoryVectorStore(BasePydanticVectorStore):
+    """Nodes become memories of one namespace, so documents fade, come back with use
+    and are archived like any memory, and queries rank by relevance, freshness and use.
+
+    Queries take the index's query embedding (the store keeps the index's vectors, so
+    the engine's own embedder must be the same model: it embeds archive summaries and
+    text-only queries). Without a budget a query returns the top `similarity_top_k`
+    hits (nothing is recorded as used). With `budget_tokens` (on the store, or per
+    query through `vector_store_kwargs`) it returns what `recall` injects within the
+    budget split by tier shares, at most `similarity_top_k` nodes, and records their
+    use. Filters on `tier_key` ("tier") select tiers; other keys filter metadata.
+
+    Deduplication is off for adds: the engine would merge a near-identical chunk of
+    another document into the existing memory and return that memory's id, leaving the
+    index pointing at a node id the store does not hold, and deleting one document would
+    delete the other's text. Each node is stored under its own id; `add` replaces a node
+    already stored under the same id (LlamaIndex's upsert), restarting its use history.
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = True
+    flat_metadata: bool = False
+
+    namespace: str = "default"
+    budget_tokens: int | None = None
+    tier_key: str = "tier"
+    memory_type: MemoryType = MemoryType.FACTUAL
+    importance: float = 0.5
+    link: bool = True
+
+    _memory: AnyMemory = PrivateAttr()
+    _owns_memory: bool = PrivateAttr(default=False)
+
+    def __init__(
+        self,
+        memory: TieredMemory | AsyncTieredMemory,
+        *,
+        namespace: str = "default",
+        budget_tokens: int | None = None,
+        tier_key: str = "tier",
+        memory_type: MemoryType | str = MemoryType.FACTUAL,
+        importance: float = 0.5,
+        link: bool = True,
+    ) -> None:
+        """`memory` is used, never closed (pass a `TieredMemory` for the sync methods);
+        `memory_type`/`importance` apply to every node added (they set how fast it fades);
+        `link=False` skips auto-linking chunks to their nearest neighbours on add."""
+        super().__init__(
+            stores_text=True,
+            namespace=namespace,
+            budget_tokens=budget_tokens,
+            tier_key=tier_key,
+            memory_type=MemoryType.parse(memory_type),
+            importance=importance,
+            link=link,
+        )
+        self._memory = memory
+
+    @classmethod
+    def embedded(
+        cls,
+        path: str | PathLike[str],
+        *,
+        embed_model: Any,
+        namespace: str = "default",
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+        **fields: Any,
+    ) -> TieredMemoryVectorStore:
+        """A store on its own embedded engine (one SQLite file), closed by `close()`.
+
+        `embed_model` is the index's LlamaIndex embedding model: the engine needs the
+        same one for archive summaries and text-only queries.
+        """
+        memory = TieredMemory.embedded(path, embedder=embed_model, policy=policy, clock=clock)
+        store = cls(memory, namespace=namespace, **fields)
+        store._owns_memory = True
+        return store
+
+    def close(self) -> None:
+        """Close the engine if this store built it (`embedded`); a given one is the caller's."""
+        if self._owns_memory and isinstance(self._memory, TieredMemory):
+            self._memory.close()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TieredMemoryVectorStore"
+
+    @property
+    def client(self) -> AnyMemory:
+        return self._memory
+
+    # -- add ------------------------------------------------------------------------
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        return run_sync(self._memory, self._add(nodes, kwargs))
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        return await run_async(self._memory, self._add(nodes, kwargs))
+
+    async def _add(self, nodes: Sequence[BaseNode], kwargs: Mapping[str, Any]) -> list[str]:
+        _no_kwargs("add", kwargs)
+        engine = engine_of(self._memory)
+        items = [
+            node_to_input(
+                node,
+                tier_key=self.tier_key,
+                memory_type=self.memory_type,
+                importance=self.importance,
+                source="llamaindex",
+            )
+            for node in nodes
+        ]
+        ids = [node.node_id for node in nodes]
+        stored = [i for i in ids if await engine.get(i, namespace=self.namespace) is not None]
+        await forget_hard(engine, self.namespace, stored)
+        await engine.add_many(items, namespace=self.namespace, dedup=False, link=self.link)
+        return ids
+
+    # -- read -----------------------------------------------------------------------
+
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        return run_sync(self._memory, self._get_nodes(node_ids, filters))
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        return await run_async(self._memory, self._get_nodes(node_ids, filters))
+
+    async def _get_nodes(
+        self, node_ids: list[str] | None, filters: MetadataFilters | None
+    ) -> list[BaseNode]:
+        memories = await self._select(node_ids, filters)
+        return [memory_to_node(m, tier_key=self.tier_key) for m in memories]
+
+    async def _select(
+        self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
+    ) -> list[Memory]:
+        """Memories by id and/or filter, live and archived. A filter is checked in
+        Python over every memory of the namespace (CORE GAP 3: no list by metadata)."""
+        leaves = to_core_filters(filters, tier_key=self.tier_key).leaves  # raises first
+        engine = engine_of(self._memory)
+        ns = self.namespace
+        if node_ids is not None:
+            found = [await engine.get(i, namespace=ns) for i in node_ids]
+            candidates = [m for m in found if m is not None]
+        else:
+            candidates = [m async for m in every_memory(engine, ns)]
+        if not leaves:
+            return candidates
+        by_id = {m.id: filterable(m, tier_key=self.tier_key) for m in candidates}
+        match = build_metadata_filter_fn(by_id.__getitem__, MetadataFilters(filters=list(leaves)))
+        return [m for m in candidates if match(m.id)]
+
+    # -- delete ---------------------------------------------------------------------
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        run_sync(self._memory, self._delete(ref_doc_id, delete_kwargs))
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await run_async(self._memory, self._delete(ref_doc_id, delete_kwargs))
+
+    async def _delete(self, ref_doc_id: str, kwargs: Mapping[str, Any]) -> None:
+        """Hard-delete every node of the document, archived ones included."""
+        _no_kwargs("delete", kwargs)
+        by_doc = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=ref_doc_id)])
+        await self._delete_nodes(None, by_doc, {})
+
+    def delete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        run_sync(self._memory, self._delete_nodes(node_ids, filters, delete_kwargs))
+
+    async def adelete_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        **delete_kwargs: Any,
+    ) -> None:
+        await run_async(self._memory, self._delete_nodes(node_ids, filters, delete_kwargs))
+
+    async def _delete_nodes(
+        self,
+        node_ids: Sequence[str] | None,
+        filters: MetadataFilters | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        _no_kwargs("delete_nodes", kwargs)
+        if node_ids is None and filters is None:
+            return  # deleting "everything" is clear(), never a default
+        doomed = [m.id for m in await self._select(node_ids, filters)]
+        await forget_hard(engine_of(self._memory), self.namespace, doomed)
+
+    def clear(self) -> None:
+        """Hard-delete every memory of this store's namespace (other namespaces stay)."""
+        run_sync(self._memory, self._clear())
+
+    async def aclear(self) -> None:
+        await run_async(self._memory, self._clear())
+
+    async def _clear(self) -> None:
+        engine = engine_of(self._memory)
+        ids = [m.id async for m in every_memory(engine, self.namespace)]
+        await forget_hard(engine, self.namespace, ids)
+
+    # -- query ----------------------------------------------------------------------
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        return run_sync(self._memory, self._query(query, kwargs))
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        return await run_async(self._memory, self._query(query, kwargs))
+
+    async def _query(
+        self, query: VectorStoreQuery, kwargs: Mapping[str, Any]
+    ) -> VectorStoreQueryResult:
+        unknown = sorted(set(kwargs) - _QUERY_KWARGS)
+        if unknown:
+            raise UnsupportedQueryError(
+                f"unknown query arguments {unknown}; the tiered store takes {sorted(_QUERY_KWARGS)}"
+            )
+        if query.node_ids:
+            raise UnsupportedQueryError(
+                "VectorStoreQuery.node_ids is not supported: the core cannot restrict a "
+                "search to given ids; filter on metadata or ref_doc_id (doc_ids) instead"
+            )
+        text = query.query_str or ""
+        weights = _fusion_weights(query, text)
+        if query.query_embedding is None and not text.strip():
+            raise UnsupportedQueryError("the query has neither a query_embedding nor query_str")
+        translated = to_core_filters(query.filters, tier_key=self.tier_key)
+        metadata = list(translated.metadata)
+        if query.doc_ids:
+            metadata.append(CoreFilter("ref_doc_id", "in", list(query.doc_ids)))
+        budget = kwargs.get("budget_tokens", self.budget_tokens)
+        deep = bool(kwargs.get("deep", False))
+        include_archived = bool(kwargs.get("include_archived", False))
+        engine = engine_of(self._memory)
+        ns = self.namespace
+        hits: list[Hit]
+        if budget is None:
+            results = await with_query_vector(
+                engine,
+                query.query_embedding,
+                lambda: engine.search(
+                    text,
+                    namespace=ns,
+                    k=query.similarity_top_k,
+                    deep=deep,
+                    include_archived=include_archived,
+                    tiers=sorted(translated.tiers) if translated.tiers is not None else None,
+                    weights=weights,
+                    metadata=metadata,
+                ),
+            )
+            hits = list(results)
+        else:
+            if translated.tiers is not None:
+                raise UnsupportedFilterError(
+                    f"a filter on {self.tier_key!r} cannot be combined with budget_tokens: "
+                    "recall packs every tier into its share and takes no tier restriction; "
+                    "drop the tier filter or query without a budget"
+                )
+            injection = await with_query_vector(
+                engine,
+                query.query_embedding,
+                lambda: engine.recall(
+                    text,
+                    namespace=ns,
+                    budget_tokens=budget,
+                    max_items=query.similarity_top_k,
+                    deep=deep,
+                    include_archived=include_archived,
+                    weights=weights,
+                    metadata=metadata,
+                ),
+            )
+            hits = injection.items
+        return VectorStoreQueryResult(
+            nodes=[memory_to_node(h.memory, tier_key=self.tier_key) for h in hits],
+            similarities=[h.score for h in hits],
+            ids=[h.memory.id for h in hits],
+        )
+
+
+def _fusion_weights(query: VectorStoreQuery, text: str) -> dict[str, float] | None:
+    """Query modes the core ranks natively: its default hybrid fusion, hybrid with
+    `alpha` as the vector weight (LlamaIndex's convention), and keyword-only search."""
+    mode = VectorStoreQueryMode(query.mode)
+    if mode is VectorStoreQueryMode.DEFAULT:
+        return None
+    if mode is VectorStoreQueryMode.HYBRID:
+        if query.alpha is None:
+            return None
+        if not 0.0 <= query.alpha <= 1.0:
+            raise UnsupportedQueryError(f"alpha must be between 0 and 1, got {query.alpha}")
+        return {"vector": query.alpha, "keyword": 1.0 - query.alpha}
+    if mode is VectorStoreQueryMode.TEXT_SEARCH:
+        if not text.strip():
+            raise UnsupportedQueryError("text_search needs a query_str")
+        return {"keyword": 1.0}
+    raise UnsupportedQueryError(
+        f"query mode {mode.value!r} is not supported; use 'default', 'hybrid' "
+        "(alpha = vector weight) or 'text_search'"
+    )
+
+
+def _no_kwargs(method: str, kwargs: Mapping[str, Any]) -> None:
+    if kwargs:
+        raise UnsupportedQueryError(
+            f"{method}() takes no extra arguments here, got {sorted(kwargs)}; they would "
+            "otherwise be ignored"
+        )
+
+
+__all__ = ["TieredMemoryVectorStore"]
