@@ -44,7 +44,10 @@ class TypeRule(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        re.compile(v)
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"pattern {v!r} is not a valid regular expression: {e}") from e
         return v
 
 

@@ -26,6 +26,7 @@ from tiered_memory import (
     TieredMemory,
     validation,
 )
+from tiered_memory.embeddings import LangChainEmbedder
 from tiered_memory.ports import Clock, MetadataFilter, SearchFilter
 from tiered_memory.retrieval import SearchPlan
 
@@ -106,7 +107,12 @@ class TieredMemoryVectorStore(VectorStore):
             tempdir = tempfile.TemporaryDirectory(prefix="tiered-memory-vs-")
             path = Path(tempdir.name) / "memory.db"
         memory = TieredMemory.embedded(
-            path, embedder=embedding, policy=vectorstore_policy(policy), clock=clock
+            path,
+            # Wrapped explicitly: the core's `as_embedder` takes a LangChain Embeddings
+            # for one of its own (sync methods match its Protocol by name) and awaits them.
+            embedder=LangChainEmbedder(embedding),
+            policy=vectorstore_policy(policy),
+            clock=clock,
         )
         store = cls(memory, namespace=namespace, embedding=embedding, owns_memory=True)
         store._tempdir = tempdir

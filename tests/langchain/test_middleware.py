@@ -1,0 +1,216 @@
+"""TieredMemoryMiddleware in a real `create_agent` agent, with a recording fake model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langchain_tiered_memory import TieredMemoryMiddleware
+from langchain_tiered_memory.middleware import CaptureRules, TypeRule
+from tests.langchain.fakes import RecordingChatModel
+from tiered_memory import MemoryType, TieredMemory
+
+SYSTEM = "You are a helpful assistant."
+
+
+def _agent(mem: TieredMemory, model: RecordingChatModel, **kwargs: Any) -> Any:
+    return create_agent(
+        model=model,
+        system_prompt=SYSTEM,
+        middleware=[TieredMemoryMiddleware(mem, **kwargs)],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def _say(agent: Any, text: str, *, user: str, thread: str) -> dict[str, Any]:
+    result: dict[str, Any] = agent.invoke(
+        {"messages": [HumanMessage(text)]},
+        config={"configurable": {"thread_id": thread}},
+        context={"user_id": user},
+    )
+    return result
+
+
+# -- capture rules ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("I always want answers in British English", MemoryType.PROCEDURAL),
+        ("Never schedule meetings before ten", MemoryType.PROCEDURAL),
+        ("I prefer tea to coffee", MemoryType.PROCEDURAL),
+        ("Yesterday I went hiking in the Alps", MemoryType.EPISODIC),
+        ("We moved house on 2025-11-02", MemoryType.EPISODIC),
+        ("The release happened on March 3rd", MemoryType.EPISODIC),
+        ("My daughter is called Ava", MemoryType.FACTUAL),
+        ("Our cats are named Miso and Tofu", MemoryType.FACTUAL),
+        ("Good morning to you", None),
+    ],
+)
+def test_memory_type_rules(sentence: str, expected: MemoryType | None) -> None:
+    assert CaptureRules().detect_type(sentence) is expected
+
+
+def test_rules_are_configurable() -> None:
+    rules = CaptureRules(
+        type_rules=(TypeRule(memory_type=MemoryType.PROJECT, pattern=r"\bsprint\b"),),
+        default_type=None,
+    )
+    assert rules.detect_type("The sprint ends Friday") is MemoryType.PROJECT
+    assert rules.detect_type("My daughter is called Ava") is None
+    with pytest.raises(ValueError, match="pattern"):
+        TypeRule(memory_type=MemoryType.FACTUAL, pattern="(unclosed")
+
+
+def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage("An old turn that is not captured again."),
+        AIMessage("Old answer is stale."),
+        HumanMessage("My daughter is called Ava. What should I cook tonight? Hi!"),
+        AIMessage("", tool_calls=[{"name": "memory_recall", "args": {}, "id": "c1"}]),
+        ToolMessage("- Ava is vegetarian", tool_call_id="c1"),
+        AIMessage("Ava is vegetarian, so a risotto works. Enjoy!"),
+    ]
+    captures = CaptureRules().extract(messages)  # type: ignore[arg-type]
+    assert [(c.role, c.content, c.memory_type) for c in captures] == [
+        ("user", "My daughter is called Ava.", MemoryType.FACTUAL),
+        ("assistant", "Ava is vegetarian, so a risotto works.", MemoryType.FACTUAL),
+    ]
+
+
+def test_assistant_capture_can_be_turned_off() -> None:
+    rules = CaptureRules(capture_assistant=False)
+    messages: list[BaseMessage] = [HumanMessage("Hello there"), AIMessage("Paris is in France.")]
+    assert rules.extract(messages) == []  # type: ignore[arg-type]
+
+
+# -- the agent ----------------------------------------------------------------------
+
+
+def test_injected_memory_is_in_the_system_prompt_the_model_receives(mem: TieredMemory) -> None:
+    mem.add("The user's daughter is called Ava", namespace="alice", memory_type="factual")
+    mem.add("Project Falcon ships on March 3", namespace="alice", memory_type="project")
+    model = RecordingChatModel()
+    result = _say(_agent(mem, model), "What is my daughter called?", user="alice", thread="t1")
+
+    [prompt] = model.system_prompts()
+    assert prompt.startswith(SYSTEM)
+    assert "- The user's daughter is called Ava" in prompt
+    assert "Long-term memory about this user" in prompt
+    assert "daughter is called Ava" in result["memory_context"]
+    [ava_id] = [m.id for m in mem.list(namespace="alice") if "Ava" in m.content]
+    assert ava_id in result["memory_ids"]
+
+
+def test_a_fact_told_in_one_thread_is_recalled_in_another_of_the_same_user(
+    mem: TieredMemory,
+) -> None:
+    model = RecordingChatModel()
+    agent = _agent(mem, model)
+    _say(agent, "My daughter is called Ava.", user="alice", thread="monday")
+    assert "daughter is called Ava" not in model.system_prompts()[0]  # nothing known yet
+    assert [m.content for m in mem.list(namespace="alice")] == ["My daughter is called Ava."]
+
+    _say(agent, "What is my daughter called?", user="alice", thread="tuesday")
+    assert "My daughter is called Ava." in model.system_prompts()[1]
+
+    _say(agent, "What is my daughter called?", user="bob", thread="wednesday")
+    assert "Ava" not in model.system_prompts()[2]
+    assert mem.list(namespace="bob") == []  # a question is not a statement to keep
+
+
+async def test_async_agent_recalls_across_threads(mem: TieredMemory) -> None:
+    model = RecordingChatModel()
+    agent = _agent(mem, model)
+    for text, thread in (("I always drink green tea.", "a"), ("What do I drink?", "b")):
+        await agent.ainvoke(
+            {"messages": [HumanMessage(text)]},
+            config={"configurable": {"thread_id": thread}},
+            context={"user_id": "carol"},
+        )
+    assert "I always drink green tea." in model.system_prompts()[1]
+    [memory] = await mem.aio.list(namespace="carol")
+    assert memory.memory_type is MemoryType.PROCEDURAL
+
+
+def test_namespace_from_configurable_and_fallback(mem: TieredMemory) -> None:
+    mem.add("The user's daughter is called Ava", namespace="dave")
+    mem.add("The user's son is called Leo", namespace="shared")
+    model = RecordingChatModel()
+    agent = create_agent(
+        model=model,
+        middleware=[TieredMemoryMiddleware(mem, namespace="shared", capture=False)],
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("Who is my child?")]},
+        config={"configurable": {"user_id": "dave"}},
+    )
+    agent.invoke({"messages": [HumanMessage("Who is my child?")]})
+    first, second = model.system_prompts()
+    assert "Ava" in first
+    assert "Leo" not in first
+    assert "Leo" in second
+    assert "Ava" not in second
+
+
+def test_one_recall_per_run_even_when_the_model_calls_tools(mem: TieredMemory) -> None:
+    ava = mem.add("The user's daughter is called Ava", namespace="erin")
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return AIMessage(
+                "",
+                tool_calls=[
+                    {
+                        "name": "memory_store",
+                        "args": {"content": "Ava's school is Hillside Primary"},
+                        "id": "call-1",
+                    }
+                ],
+            )
+        return AIMessage("Done, I will remember that.")
+
+    model = RecordingChatModel(reply=reply)
+    agent = create_agent(
+        model=model,
+        middleware=[TieredMemoryMiddleware(mem, include_tools=True, capture=False)],
+    )
+    agent.invoke(
+        {"messages": [HumanMessage("Remember where my daughter goes to school")]},
+        context={"user_id": "erin"},
+    )
+    assert len(model.calls) == 2
+    assert all("daughter is called Ava" in p for p in model.system_prompts())
+    assert mem.get(ava.id, namespace="erin").use_count == 1  # type: ignore[union-attr]
+    # the tool wrote into the run's namespace, taken from the same context
+    contents = {m.content for m in mem.list(namespace="erin")}
+    assert "Ava's school is Hillside Primary" in contents
+
+
+def test_budget_limits_what_is_injected(mem: TieredMemory) -> None:
+    mem.add_many(
+        [f"The user owns a green bicycle number {i} with a bell" for i in range(30)],
+        namespace="fay",
+        dedup=False,
+    )
+    model = RecordingChatModel()
+    agent = create_agent(
+        model=model,
+        middleware=[TieredMemoryMiddleware(mem, budget_tokens=40, capture=False)],
+    )
+    result = agent.invoke(
+        {"messages": [HumanMessage("Tell me about my green bicycle")]},
+        context={"user_id": "fay"},
+    )
+    assert 0 < len(result["memory_ids"]) < 5
+    assert mem.aio.tokens.count(result["memory_context"]) <= 40
+
+
+def test_header_must_have_a_place_for_the_memories(mem: TieredMemory) -> None:
+    with pytest.raises(ValueError, match="memories"):
+        TieredMemoryMiddleware(mem, header="Memories:")

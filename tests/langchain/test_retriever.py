@@ -1,0 +1,115 @@
+"""TieredMemoryRetriever: LangChain's standard retriever suite, and what is ours."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from langchain_core.retrievers import BaseRetriever
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from langchain_tiered_memory import TieredMemoryRetriever
+from tiered_memory import MemoryType, Tier, TieredMemory
+
+NS = "user-42"
+
+FACTS = [
+    ("The user drinks green tea every morning", MemoryType.FACTUAL),
+    ("The user prefers green tea over coffee", MemoryType.PROCEDURAL),
+    ("The user bought a new green tea kettle", MemoryType.EPISODIC),
+    ("The user's tea shop is on Baker Street", MemoryType.FACTUAL),
+    ("Project Falcon ships on March 3", MemoryType.PROJECT),
+]
+
+
+def seed(mem: TieredMemory, namespace: str = NS) -> list[str]:
+    return [mem.add(text, namespace=namespace, memory_type=kind).id for text, kind in FACTS]
+
+
+class TestTieredMemoryRetrieverStandard(RetrieversIntegrationTests):
+    """The suite runs in-process on the embedded store, as Chroma's does."""
+
+    @pytest.fixture(autouse=True)
+    def _seeded(self, mem: TieredMemory) -> None:
+        seed(mem)
+        self.memory = mem
+
+    @property
+    def retriever_constructor(self) -> type[BaseRetriever]:
+        return TieredMemoryRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, object]:
+        return {"memory": self.memory, "namespace": NS}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "what tea does the user drink?"
+
+
+def test_documents_carry_the_memory_and_its_standing(mem: TieredMemory) -> None:
+    ids = seed(mem)
+    docs = TieredMemoryRetriever(memory=mem, namespace=NS, k=2).invoke("green tea morning")
+    assert len(docs) == 2
+    top = docs[0]
+    assert top.page_content == FACTS[0][0]
+    assert top.id == ids[0]
+    assert top.metadata["id"] == ids[0]
+    assert top.metadata["tier"] == Tier.HOT.value
+    assert top.metadata["memory_type"] == MemoryType.FACTUAL.value
+    assert top.metadata["archived"] is False
+    assert datetime.fromisoformat(top.metadata["created_at"]) == mem.clock.now()
+    assert 0.0 < docs[1].metadata["score"] <= top.metadata["score"] <= 1.0
+
+
+def test_plain_retrieval_records_no_use(mem: TieredMemory) -> None:
+    ids = seed(mem)
+    TieredMemoryRetriever(memory=mem, namespace=NS, k=3).invoke("green tea")
+    assert all(mem.get(i, namespace=NS).use_count == 0 for i in ids)  # type: ignore[union-attr]
+
+
+def test_budgeted_retrieval_is_exactly_what_recall_injects(mem: TieredMemory) -> None:
+    seed(mem)
+    # recall with the same arguments, but without recording, is the reference
+    expected = mem.recall(
+        "green tea", namespace=NS, budget_tokens=25, max_items=4, record_use=False
+    )
+    assert 0 < len(expected.items) < 4  # the budget, not k, is what limits it
+    docs = TieredMemoryRetriever(memory=mem, namespace=NS, k=4, budget_tokens=25).invoke(
+        "green tea"
+    )
+    assert [d.id for d in docs] == [h.memory.id for h in expected.items]
+    for doc in docs:  # and each injected memory now counts one use
+        assert mem.get(doc.id, namespace=NS).use_count == 1  # type: ignore[arg-type,union-attr]
+
+
+async def test_async_budgeted_retrieval_records_use(mem: TieredMemory) -> None:
+    ids = seed(mem)
+    retriever = TieredMemoryRetriever(memory=mem, namespace=NS, k=2, budget_tokens=500)
+    docs = await retriever.ainvoke("green tea")
+    assert len(docs) == 2
+    used = {i for i in ids if (await mem.aio.get(i, namespace=NS)).use_count}  # type: ignore[union-attr]
+    assert used == {d.id for d in docs}
+
+
+def test_namespaces_do_not_mix(mem: TieredMemory) -> None:
+    seed(mem, "someone-else")
+    assert TieredMemoryRetriever(memory=mem, namespace=NS).invoke("green tea") == []
+    docs = TieredMemoryRetriever(memory=mem, namespace=NS).invoke(
+        "green tea", namespace="someone-else"
+    )
+    assert docs
+    assert all("tea" in d.page_content.lower() for d in docs[:3])
+
+
+def test_forgotten_memories_are_not_retrieved(mem: TieredMemory) -> None:
+    ids = seed(mem)
+    mem.forget(ids[0], namespace=NS)
+    docs = TieredMemoryRetriever(memory=mem, namespace=NS, k=5).invoke("green tea morning")
+    assert ids[0] not in {d.id for d in docs}
+
+
+def test_unknown_call_arguments_are_refused(mem: TieredMemory) -> None:
+    retriever = TieredMemoryRetriever(memory=mem, namespace=NS)
+    with pytest.raises(TypeError, match="tiers"):
+        retriever.invoke("tea", tiers=["hot"])

@@ -1,0 +1,212 @@
+"""TieredMemoryStore: LangGraph's BaseStore over tiered memory."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+
+from langchain_tiered_memory import TieredMemoryStore
+from tiered_memory import (
+    ConfigurationError,
+    ManualClock,
+    Tier,
+    TieredMemory,
+    ValidationError,
+)
+
+USER = ("memories", "user-42")
+
+
+@pytest.fixture
+def store(mem: TieredMemory) -> TieredMemoryStore:
+    return TieredMemoryStore(mem, index={"fields": ["content"]})
+
+
+def test_put_then_get_round_trips_the_value(
+    store: TieredMemoryStore, mem: TieredMemory, clock: ManualClock
+) -> None:
+    value = {"content": "The user likes green tea", "tags": ["drink"], "stars": 4}
+    store.put(USER, "tea", value)
+    item = store.get(USER, "tea")
+    assert item is not None
+    assert item.value == value
+    assert item.key == "tea"
+    assert item.namespace == USER
+    assert item.created_at == item.updated_at == clock.now()
+    # under the hood: one HOT memory whose text is the indexed field
+    memory = mem.get("tea", namespace=store.encode_namespace(USER))
+    assert memory is not None
+    assert memory.content == "The user likes green tea"
+    assert memory.tier is Tier.HOT
+    assert store.get(USER, "missing") is None
+    assert store.get(("memories", "someone-else"), "tea") is None
+
+
+def test_put_over_a_key_replaces_and_none_deletes(
+    store: TieredMemoryStore, clock: ManualClock
+) -> None:
+    store.put(USER, "drink", {"content": "The user likes green tea"})
+    clock.advance(hours=1)
+    store.put(USER, "drink", {"content": "The user switched to black coffee"})
+    item = store.get(USER, "drink")
+    assert item is not None
+    assert item.value == {"content": "The user switched to black coffee"}
+    [hit] = store.search(USER, query="coffee")
+    assert hit.key == "drink"
+    store.delete(USER, "drink")
+    assert store.get(USER, "drink") is None
+    assert store.search(USER, query="coffee") == []
+    store.delete(USER, "drink")  # deleting what is gone is fine
+
+
+def test_semantic_search_ranks_and_scores(store: TieredMemoryStore) -> None:
+    store.put(USER, "tea", {"content": "The user drinks green tea every morning"})
+    store.put(USER, "bike", {"content": "The user cycles to work on a red bicycle"})
+    store.put(USER, "cat", {"content": "The user has a cat called Miso"})
+    results = store.search(USER, query="what tea does the user drink?", limit=2)
+    assert results[0].key == "tea"
+    assert len(results) <= 2
+    assert all(r.score is not None and 0.0 <= r.score <= 1.0 for r in results)
+    assert results == sorted(results, key=lambda r: r.score or 0.0, reverse=True)
+    assert results[0].value == {"content": "The user drinks green tea every morning"}
+
+
+def test_search_filters_offsets_and_prefixes(store: TieredMemoryStore) -> None:
+    for i in range(5):
+        store.put(USER, f"k{i}", {"content": f"Fact number {i} about tea", "n": i, "kind": "a"})
+    store.put(("memories", "user-7"), "other", {"content": "Fact about tea", "n": 9})
+    store.put(("notes",), "note", {"content": "A note about tea", "n": 1})
+
+    listed = store.search(USER, limit=3)
+    assert [r.key for r in listed] == ["k0", "k1", "k2"]
+    assert all(r.score is None for r in listed)
+    assert [r.key for r in store.search(USER, limit=3, offset=3)] == ["k3", "k4"]
+    assert [r.key for r in store.search(USER, filter={"n": {"$gte": 3}})] == ["k3", "k4"]
+    assert [r.key for r in store.search(USER, filter={"n": 2, "kind": "a"})] == ["k2"]
+
+    semantic = store.search(USER, query="tea fact", filter={"n": {"$lt": 2}})
+    assert {r.key for r in semantic} == {"k0", "k1"}
+
+    everyone = store.search(("memories",), query="tea", limit=10)
+    assert {r.namespace for r in everyone} == {USER, ("memories", "user-7")}
+    assert len(store.search((), limit=100)) == 7
+
+
+def test_untranslatable_filters_raise(store: TieredMemoryStore) -> None:
+    store.put(USER, "k", {"content": "x", "meta": {"a": 1}})
+    with pytest.raises(ValidationError, match="nested"):
+        store.search(USER, filter={"meta": {"a": 1}})
+    with pytest.raises(ValidationError, match="operator"):
+        store.search(USER, query="x", filter={"n": {"$regex": "a"}})
+
+
+def test_list_namespaces(store: TieredMemoryStore, mem: TieredMemory) -> None:
+    for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "x"), ("z", "b", "c")]:
+        store.put(ns, "k", {"content": "something"})
+    mem.add("not a LangGraph namespace", namespace="plain")
+    assert store.list_namespaces() == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+        ("a", "x"),
+        ("z", "b", "c"),
+    ]
+    assert store.list_namespaces(prefix=("a", "b")) == [("a", "b", "c"), ("a", "b", "d")]
+    assert store.list_namespaces(suffix=("b", "c")) == [("a", "b", "c"), ("z", "b", "c")]
+    assert store.list_namespaces(prefix=("*", "b")) == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+        ("z", "b", "c"),
+    ]
+    assert store.list_namespaces(max_depth=1) == [("a",), ("z",)]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "d"), ("a", "x")]
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [("user:1", "notes"), ('quote"s', "back\\slash"), ("ünïcödé", "日本"), ("[", "]")],
+)
+def test_namespace_mapping_is_reversible(
+    store: TieredMemoryStore, namespace: tuple[str, ...]
+) -> None:
+    encoded = store.encode_namespace(namespace)
+    assert store.decode_namespace(encoded) == namespace
+    store.put(namespace, "k", {"content": "a value"})
+    assert namespace in store.list_namespaces()
+    assert store.get(namespace, "k") is not None
+
+
+def test_decode_ignores_foreign_namespaces(store: TieredMemoryStore) -> None:
+    assert store.decode_namespace("user-42") is None
+    assert store.decode_namespace("langgraph:not json") is None
+    assert store.decode_namespace('other:["a"]') is None
+
+
+def test_batch_runs_ops_in_order(store: TieredMemoryStore) -> None:
+    results = store.batch(
+        [
+            PutOp(USER, "a", {"content": "first"}),
+            GetOp(USER, "a"),
+            PutOp(USER, "a", None),
+            GetOp(USER, "a"),
+            SearchOp(USER),
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("memories",)),)),
+        ]
+    )
+    assert results[0] is None
+    assert results[1] is not None
+    assert results[1].value == {"content": "first"}  # type: ignore[union-attr]
+    assert results[3] is None
+    assert results[4] == []
+
+
+async def test_async_store(store: TieredMemoryStore) -> None:
+    await store.aput(USER, "tea", {"content": "The user drinks green tea"})
+    item = await store.aget(USER, "tea")
+    assert item is not None
+    assert item.value["content"] == "The user drinks green tea"
+    [hit] = await store.asearch(USER, query="green tea")
+    assert hit.key == "tea"
+    assert await store.alist_namespaces() == [USER]
+    await store.adelete(USER, "tea")
+    assert await store.aget(USER, "tea") is None
+
+
+def test_whole_value_is_the_text_without_index_fields(mem: TieredMemory) -> None:
+    store = TieredMemoryStore(mem)
+    store.put(USER, "k", {"food": "risotto", "for": "Ava"})
+    memory = mem.get("k", namespace=store.encode_namespace(USER))
+    assert memory is not None
+    assert memory.content == '{"food": "risotto", "for": "Ava"}'
+    # a per-put index overrides the store's fields
+    store.put(USER, "k2", {"food": "pasta", "for": "Leo"}, index=["for"])
+    assert mem.get("k2", namespace=store.encode_namespace(USER)).content == "Leo"  # type: ignore[union-attr]
+
+
+def test_items_age_like_memories(
+    store: TieredMemoryStore, mem: TieredMemory, clock: ManualClock
+) -> None:
+    store.put(USER, "tea", {"content": "The user drinks green tea"})
+    ns = store.encode_namespace(USER)
+    clock.advance(days=4)
+    mem.maintain()
+    assert mem.get("tea", namespace=ns).tier is Tier.WARM  # type: ignore[union-attr]
+    clock.advance(days=61)
+    mem.maintain()
+    assert mem.get("tea", namespace=ns).tier is Tier.COLD  # type: ignore[union-attr]
+    [hit] = store.search(USER, query="green tea")  # COLD is still found when needed
+    assert hit.key == "tea"
+    assert hit.score is not None
+    assert hit.score <= 0.5  # at half weight
+    assert clock.now() - hit.created_at == timedelta(days=65)
+
+
+def test_configuration_errors(mem: TieredMemory) -> None:
+    with pytest.raises(ConfigurationError, match="embedder"):
+        TieredMemoryStore(mem, index={"dims": 3, "embed": lambda texts: [[0.0] * 3]})
+    with pytest.raises(ConfigurationError):
+        TieredMemoryStore(mem, namespace_prefix="a:b")
+    store = TieredMemoryStore(mem)
+    with pytest.raises(NotImplementedError):
+        store.put(USER, "k", {"content": "x"}, ttl=5)

@@ -1,0 +1,173 @@
+"""TieredMemoryVectorStore: LangChain's standard vector store suite, and what is ours."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import VectorStore
+from langchain_tests.integration_tests import VectorStoreIntegrationTests
+
+from langchain_tiered_memory import TieredMemoryVectorStore
+from langchain_tiered_memory.vectorstores import vectorstore_policy
+from tiered_memory import HashingEmbedder, ManualClock, Policy, Tier, TieredMemory
+
+
+class TestTieredMemoryVectorStoreStandard(VectorStoreIntegrationTests):
+    """The unmodified suite, in-process on the embedded store (as Chroma runs it)."""
+
+    @pytest.fixture
+    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:  # type: ignore[override]
+        store = TieredMemoryVectorStore.embedded(tmp_path / "vs.db", self.get_embeddings())
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def docs_store(tmp_path: Path, clock: ManualClock) -> Iterator[TieredMemoryVectorStore]:
+    store = TieredMemoryVectorStore.embedded(
+        tmp_path / "docs.db", DeterministicFakeEmbedding(size=16), clock=clock
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_policy_turns_off_only_what_breaks_the_vector_store_contract() -> None:
+    base = Policy()
+    policy = vectorstore_policy(base)
+    assert policy.limits.dedup_similarity is None
+    assert policy.retrieval.noise_floor < -1.0
+    assert policy.budget == base.budget
+    assert policy.tiers == base.tiers
+    assert policy.scoring == base.scoring
+
+
+def test_identical_texts_with_different_ids_are_two_documents(
+    docs_store: TieredMemoryVectorStore,
+) -> None:
+    ids = docs_store.add_texts(["same text", "same text"], ids=["a", "b"])
+    assert ids == ["a", "b"]
+    assert {d.id for d in docs_store.get_by_ids(["a", "b"])} == {"a", "b"}
+
+
+def test_scores_are_the_final_memory_score(docs_store: TieredMemoryVectorStore) -> None:
+    docs_store.add_texts(["alpha", "beta", "gamma"], ids=["1", "2", "3"])
+    results = docs_store.similarity_search_with_score("beta", k=3)
+    assert results[0][0].id == "2"
+    scores = [s for _, s in results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    relevance = docs_store.similarity_search_with_relevance_scores("beta", k=3)
+    assert [s for _, s in relevance] == scores
+
+
+def test_filter_and_search_by_vector(docs_store: TieredMemoryVectorStore) -> None:
+    docs_store.add_texts(
+        ["apples", "pears", "plums"],
+        metadatas=[{"kind": "fruit", "n": 1}, {"kind": "fruit", "n": 2}, {"kind": "stone"}],
+        ids=["a", "p", "s"],
+    )
+    fruit = docs_store.similarity_search("plums", k=3, filter={"kind": "fruit"})
+    assert {d.id for d in fruit} == {"a", "p"}
+    vector = DeterministicFakeEmbedding(size=16).embed_query("pears")
+    [best] = docs_store.similarity_search_by_vector(vector, k=1)
+    assert best == Document(id="p", page_content="pears", metadata={"kind": "fruit", "n": 2})
+    with pytest.raises(TypeError, match="unexpected search argument"):
+        docs_store.similarity_search("pears", k=1, where={"kind": "fruit"})
+
+
+async def test_async_twins(docs_store: TieredMemoryVectorStore) -> None:
+    ids = await docs_store.aadd_texts(["one", "two"], metadatas=[{"i": 1}, {"i": 2}])
+    assert len(ids) == 2
+    [(doc, score)] = await docs_store.asimilarity_search_with_score("two", k=1)
+    assert doc.page_content == "two"
+    assert doc.metadata == {"i": 2}
+    assert 0 < score <= 1
+    vector = await DeterministicFakeEmbedding(size=16).aembed_query("one")
+    [first] = await docs_store.asimilarity_search_by_vector(vector, k=1)
+    assert first.page_content == "one"
+    await docs_store.adelete([ids[0]])
+    assert [d.page_content for d in await docs_store.aget_by_ids(ids)] == ["two"]
+
+
+def test_delete_everything(docs_store: TieredMemoryVectorStore) -> None:
+    docs_store.add_texts([f"text {i}" for i in range(7)])
+    docs_store.delete()
+    assert docs_store.similarity_search("text", k=10) == []
+
+
+def test_documents_age_through_the_tiers(
+    docs_store: TieredMemoryVectorStore, clock: ManualClock
+) -> None:
+    docs_store.add_texts(["kept", "faded"], ids=["k", "f"])
+    docs_store.memory.demote("f", Tier.COLD, namespace=docs_store.namespace)
+    results = docs_store.similarity_search_with_score("faded", k=2)
+    assert {d.id for d, _ in results} == {"k", "f"}
+    cold = dict((d.id, s) for d, s in results)["f"]
+    memory = docs_store.memory.get("f", namespace=docs_store.namespace)
+    assert memory is not None
+    assert memory.tier is Tier.COLD
+    assert cold <= 0.5  # COLD scores are halved
+
+
+def test_from_texts_and_as_retriever(tmp_path: Path) -> None:
+    store = TieredMemoryVectorStore.from_texts(
+        ["red apples", "green pears"],
+        DeterministicFakeEmbedding(size=8),
+        metadatas=[{"c": "red"}, {"c": "green"}],
+        ids=["r", "g"],
+        path=tmp_path / "from.db",
+        namespace="fruit",
+    )
+    try:
+        assert store.namespace == "fruit"
+        assert isinstance(store.embeddings, DeterministicFakeEmbedding)
+        docs = store.as_retriever(search_kwargs={"k": 1}).invoke("green pears")
+        assert docs == [Document(id="g", page_content="green pears", metadata={"c": "green"})]
+    finally:
+        store.close()
+
+
+async def test_afrom_texts(tmp_path: Path) -> None:
+    store = await TieredMemoryVectorStore.afrom_texts(
+        ["x marks the spot"], DeterministicFakeEmbedding(size=8), path=tmp_path / "a.db"
+    )
+    try:
+        [doc] = await store.asimilarity_search("x marks the spot", k=1)
+        assert doc.page_content == "x marks the spot"
+    finally:
+        store.close()
+
+
+def test_without_a_path_the_file_lives_in_a_temporary_folder() -> None:
+    store = TieredMemoryVectorStore.from_texts(
+        ["x marks the spot"], DeterministicFakeEmbedding(size=8)
+    )
+    try:
+        assert (
+            store.similarity_search("x marks the spot", k=1)[0].page_content == "x marks the spot"
+        )
+        assert store._tempdir is not None
+        folder = store._tempdir.name
+        assert os.path.isdir(folder)
+    finally:
+        store.close()
+    assert not os.path.isdir(folder)
+
+
+def test_wrapping_an_existing_memory(mem: TieredMemory) -> None:
+    store = TieredMemoryVectorStore(mem, namespace="kb")
+    store.add_texts(["The office is in Leeds"], ids=["office"])
+    assert mem.get("office", namespace="kb") is not None
+    assert store.embeddings is None  # a HashingEmbedder is not a LangChain Embeddings
+    store.close()  # not ours: the memory stays open
+    assert mem.get("office", namespace="kb") is not None
+    assert isinstance(mem.aio.embedder, HashingEmbedder)
