@@ -1,0 +1,603 @@
+"""Moving memories in and out: a JSON export that round-trips every field, a copy into a
+fresh SQLite file, and an import of the markdown notes agents keep (MEMORY.md,
+memory/*.md).
+
+Everything goes through the engine's public API and its ports (`memory.store`,
+`memory.graph`, `memory.objects`), so the same code exports from Weaviate + Neo4j + S3
+as from the embedded file, and imports into either.
+
+The JSON document (`FORMAT`, version 1) holds, for one namespace:
+- `memories`: every live memory, every field, embedding included;
+- `links`: every association between them, once per pair;
+- `archives`: every archive record (summary, summary embedding, the links it had) with
+  its original as the exact bytes kept in object storage (text), so the checksum still
+  holds after import. `storage_ref` is rewritten to where the target keeps the
+  original; every other field is imported as exported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .archive import sha256_hex
+from .errors import ArchiveIntegrityError, NotFoundError, ValidationError
+from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
+from .ports import ScanQuery
+from .validation import check_namespace
+
+if TYPE_CHECKING:
+    from .engine import AsyncTieredMemory, MemoryInput
+
+FORMAT = "tiered-memory-export"
+VERSION = 1
+PAGE = 500
+
+Progress = Callable[[int], None]  # called with how many items were just handled
+
+
+def _noop(_: int) -> None:
+    return None
+
+
+# -- JSON export -----------------------------------------------------------------------------
+
+
+async def count_namespace(memory: AsyncTieredMemory, namespace: str) -> int:
+    """Live memories plus archive records: the total a progress bar counts to."""
+    return (await memory.stats(namespace=namespace)).total
+
+
+async def export_namespace(
+    memory: AsyncTieredMemory, namespace: str, *, progress: Progress = _noop
+) -> dict[str, Any]:
+    """The whole namespace as one JSON-able document (see the module docstring)."""
+    ns = check_namespace(namespace, memory.policy.limits)
+    store, graph, objects = memory.store, memory.graph, memory.objects
+    memories: list[dict[str, Any]] = []
+    links: dict[tuple[str, str], Link] = {}
+    after: str | None = None
+    while True:
+        page = await store.scan(ns, ScanQuery(tiers=LIVE_TIERS, after_id=after, limit=PAGE))
+        if not page:
+            break
+        ids = [m.id for m in page]
+        full = await store.get_many(ns, ids, with_embeddings=True)
+        for memory_id in ids:
+            memories.append(full[memory_id].model_dump(mode="json"))
+        for link in await graph.links_of(ns, ids):
+            pair = (min(link.source, link.target), max(link.source, link.target))
+            if pair not in links:  # one entry per association, seen from its smaller id
+                links[pair] = link.model_copy(update={"source": pair[0], "target": pair[1]})
+        progress(len(page))
+        after = ids[-1]
+        if len(page) < PAGE:
+            break
+    archives: list[dict[str, Any]] = []
+    after = None
+    while True:
+        records = await store.scan_archives(ns, after_id=after, limit=PAGE)
+        if not records:
+            break
+        for record in records:
+            original: str | None
+            try:
+                original = (await objects.get(ns, record.id)).decode("utf-8")
+            except NotFoundError:
+                original = None  # exported all the same; expand will say it is missing
+            archives.append({"record": record.model_dump(mode="json"), "original": original})
+        progress(len(records))
+        after = records[-1].id
+        if len(records) < PAGE:
+            break
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "namespace": ns,
+        "exported_at": memory.clock.now().isoformat(),
+        "dimension": await store.dimension(),
+        "memories": memories,
+        "links": [links[pair].model_dump(mode="json") for pair in sorted(links)],
+        "archives": archives,
+    }
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=1, allow_nan=False)
+
+
+# -- JSON import -----------------------------------------------------------------------------
+
+
+@dataclass
+class ImportResult:
+    """What an import wrote, and what it left alone."""
+
+    namespace: str
+    memories: int = 0
+    archives: int = 0
+    links: int = 0
+    skipped: list[str] = field(default_factory=list)  # ids already present
+    sources: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "memories": self.memories,
+            "archives": self.archives,
+            "links": self.links,
+            "skipped": self.skipped,
+            "sources": self.sources,
+        }
+
+
+def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple[Any, Any]]]:
+    """Validate the whole document before anything is written."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValidationError(f"not a {FORMAT} document (no 'format': {FORMAT!r} key)")
+    if document.get("version") != VERSION:
+        raise ValidationError(
+            f"unsupported export version {document.get('version')!r}; this library reads "
+            f"version {VERSION}"
+        )
+    try:
+        memories = [Memory.model_validate(m) for m in document.get("memories", [])]
+        links = [Link.model_validate(x) for x in document.get("links", [])]
+        archives = [
+            (ArchiveRecord.model_validate(a["record"]), a.get("original"))
+            for a in document.get("archives", [])
+        ]
+    except (TypeError, KeyError, ValueError) as e:
+        raise ValidationError(f"malformed export document: {e}") from e
+    for m in memories:
+        if m.embedding is None:
+            raise ValidationError(f"memory {m.id!r} has no embedding in the export")
+    return memories, links, archives
+
+
+async def import_document(
+    memory: AsyncTieredMemory,
+    document: Any,
+    *,
+    namespace: str | None = None,
+    skip_existing: bool = False,
+    progress: Progress = _noop,
+) -> ImportResult:
+    """Write an exported namespace into `memory` (into `namespace`, default the exported
+    one), every field as exported. Ids already present are an error before anything is
+    written, or skipped with `skip_existing=True`."""
+    memories, links, archives = _parse_document(document)
+    target = namespace if namespace is not None else str(document.get("namespace"))
+    ns = check_namespace(target, memory.policy.limits)
+    store, graph = memory.store, memory.graph
+    result = ImportResult(namespace=ns)
+
+    ids = [m.id for m in memories] + [r.id for r, _ in archives]
+    if len(set(ids)) != len(ids):
+        raise ValidationError("the export repeats an id")
+    present: set[str] = set()
+    for start in range(0, len(ids), PAGE):
+        chunk = ids[start : start + PAGE]
+        present |= set(await store.get_many(ns, chunk)) | set(await store.get_archives(ns, chunk))
+    if present and not skip_existing:
+        raise ValidationError(
+            f"{len(present)} id(s) of the export already exist in namespace {ns!r} "
+            f"(e.g. {sorted(present)[0]!r}); import into another namespace, or skip them"
+        )
+    result.skipped = sorted(present)
+    dimension = await store.dimension()
+    exported = document.get("dimension")
+    if dimension is not None and exported is not None and dimension != exported:
+        raise ValidationError(
+            f"the export holds {exported}-d embeddings but this store holds {dimension}-d "
+            "ones; import into a new store"
+        )
+
+    fresh = [m.model_copy(update={"namespace": ns}) for m in memories if m.id not in present]
+    for start in range(0, len(fresh), PAGE):
+        batch = fresh[start : start + PAGE]
+        await store.put_many(ns, batch)
+        result.memories += len(batch)
+        progress(len(batch))
+
+    for record, original in archives:
+        if record.id in present:
+            continue
+        await _import_archive(memory, ns, record, original)
+        result.archives += 1
+        progress(1)
+
+    live = {m.id for m in memories}
+    keep = [x for x in links if x.source in live and x.target in live]
+    keep = [x for x in keep if x.source not in present and x.target not in present]
+    if keep:
+        await graph.upsert_links(ns, keep)
+        result.links = len(keep)
+    return result
+
+
+async def _import_archive(
+    memory: AsyncTieredMemory, ns: str, record: ArchiveRecord, original: Any
+) -> None:
+    """Original first, then the record: a failure leaves no record without its original.
+
+    The store only creates archive records by replacing a live memory (the archival
+    path), so the record replaces a placeholder carrying its summary, in one
+    transaction."""
+    store, objects = memory.store, memory.objects
+    record = record.model_copy(update={"namespace": ns})
+    if original is not None:
+        if not isinstance(original, str):
+            raise ValidationError(f"the original of archived {record.id!r} is not text")
+        data = original.encode("utf-8")
+        if sha256_hex(data) != record.checksum:
+            raise ArchiveIntegrityError(
+                f"the exported original of {record.id!r} does not match its checksum"
+            )
+        await objects.put(ns, record.id, data)
+        head = await objects.head(ns, record.id)
+        if head is None or head.checksum != record.checksum:
+            raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
+        record = record.model_copy(update={"storage_ref": objects.ref(ns, record.id)})
+    else:
+        record = record.model_copy(update={"storage_verified": False})
+    if record.summary_embedding is None:
+        raise ValidationError(f"archived {record.id!r} has no summary embedding in the export")
+    placeholder = Memory(
+        id=record.id,
+        namespace=ns,
+        content=record.summary,
+        memory_type=record.memory_type,
+        importance=record.importance,
+        tier=Tier.COLD,
+        embedding=record.summary_embedding,
+        created_at=record.created_at,
+        updated_at=record.archived_at,
+    )
+    async with store.transaction():
+        await store.put_many(ns, [placeholder])
+        await store.archive_many(ns, [record])
+
+
+# -- copying into a new SQLite file -------------------------------------------------------------
+
+
+def _new_file(path: str | PathLike[str]) -> Path:
+    target = Path(path)
+    if target.exists():
+        raise ValidationError(f"{str(target)!r} already exists; export into a new file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+async def export_sqlite(
+    memory: AsyncTieredMemory,
+    namespace: str,
+    path: str | PathLike[str],
+    *,
+    progress: Progress = _noop,
+) -> ImportResult:
+    """Copy one namespace into a new embedded store at `path` (with its archive folder
+    beside it); an existing file is never overwritten."""
+    from .engine import AsyncTieredMemory
+
+    target = _new_file(path)
+    document = await export_namespace(memory, namespace, progress=progress)
+    copy = await AsyncTieredMemory.embedded(
+        target, embedder=memory.embedder, policy=memory.policy, clock=memory.clock
+    )
+    try:
+        return await import_document(copy, document)
+    finally:
+        await copy.close()
+
+
+# -- markdown import -----------------------------------------------------------------------------
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_MONTHS = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DATE = re.compile(
+    r"\b(?:\d{4}-\d{2}-\d{2}|\d{4}/\d{1,2}/\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}"
+    rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?(?:,?\s+\d{{4}})?"
+    r"|(?:yesterday|today|last\s+(?:week|month|monday|tuesday|wednesday|thursday|friday"
+    r"|saturday|sunday)))\b",
+    re.IGNORECASE,
+)
+_RULE_WORDS = re.compile(
+    r"\b(?:always|never|prefers?|preferred|should|must|avoid|don'?t|do\s+not|make\s+sure)\b",
+    re.IGNORECASE,
+)
+# Verbs a note starts with when it tells the agent what to do.
+_IMPERATIVES = frozenset(
+    [
+        "use",
+        "run",
+        "call",
+        "check",
+        "ask",
+        "keep",
+        "write",
+        "read",
+        "install",
+        "set",
+        "add",
+        "remove",
+        "avoid",
+        "prefer",
+        "remember",
+        "ensure",
+        "make",
+        "put",
+        "send",
+        "reply",
+        "respond",
+        "answer",
+        "format",
+        "follow",
+        "start",
+        "stop",
+        "try",
+        "test",
+        "build",
+        "deploy",
+        "commit",
+        "push",
+        "open",
+        "close",
+        "create",
+        "delete",
+        "save",
+        "store",
+        "mention",
+        "include",
+        "skip",
+        "give",
+        "tell",
+        "show",
+        "explain",
+        "summarize",
+        "summarise",
+        "cite",
+        "double-check",
+        "confirm",
+        "wait",
+        "let",
+    ]
+)
+_LEADING_MARKUP = re.compile(r"^[\W_]+")
+
+
+def detect_type(text: str, *, dated_context: bool = False, project: bool = False) -> MemoryType:
+    """Simple, predictable rules: rules and instructions are procedural, dated notes
+    (or notes in a dated file or section) episodic, notes under a project heading
+    project, the rest factual."""
+    first = _LEADING_MARKUP.sub("", text.strip()).split(maxsplit=1)
+    word = first[0].lower().rstrip(":,.") if first else ""
+    if word in _IMPERATIVES or _RULE_WORDS.search(text):
+        return MemoryType.PROCEDURAL
+    if dated_context or _DATE.search(text):
+        return MemoryType.EPISODIC
+    if project:
+        return MemoryType.PROJECT
+    return MemoryType.FACTUAL
+
+
+@dataclass(frozen=True)
+class MarkdownNote:
+    """One memory found in a markdown file."""
+
+    text: str
+    context: tuple[str, ...]  # the headings above it, outermost first
+    line: int
+    memory_type: MemoryType
+    source: str
+
+    @property
+    def content(self) -> str:
+        """The note with its headings in front: a bullet under '## Kids' saying 'Ava, 7'
+        means nothing found alone."""
+        if not self.context:
+            return self.text
+        return f"{' > '.join(self.context)}: {self.text}"
+
+
+def parse_markdown(text: str, source: str) -> list[MarkdownNote]:
+    """One note per bullet (indented continuation lines included) or paragraph;
+    headings become context; fenced code stays with its paragraph."""
+    notes: list[MarkdownNote] = []
+    headings: list[tuple[int, str]] = []
+    dated_file = bool(_DATE.search(Path(source).stem))
+    block: list[str] = []
+    block_line = 0
+    in_fence = False
+
+    def flush() -> None:
+        nonlocal block
+        body = " ".join(part.strip() for part in block if part.strip())
+        if block and "\n".join(block).strip().startswith(("```", "~~~")):
+            body = "\n".join(block).strip()
+        if body:
+            context = tuple(h for _, h in headings)
+            joined = " ".join(context)
+            notes.append(
+                MarkdownNote(
+                    text=body,
+                    context=context,
+                    line=block_line,
+                    memory_type=detect_type(
+                        body,
+                        dated_context=dated_file or bool(_DATE.search(joined)),
+                        project=bool(re.search(r"\bprojects?\b", joined, re.IGNORECASE)),
+                    ),
+                    source=source,
+                )
+            )
+        block = []
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        if in_fence:
+            block.append(line)
+            if _FENCE.match(line):
+                in_fence = False
+            continue
+        if _FENCE.match(line):
+            if not block:
+                block_line = number
+            block.append(line)
+            in_fence = True
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            level = len(heading.group(1))
+            headings = [(lv, h) for lv, h in headings if lv < level]
+            if heading.group(2):
+                headings.append((level, heading.group(2)))
+            continue
+        bullet = _BULLET.match(line)
+        if bullet:
+            flush()
+            block, block_line = [bullet.group(2)], number
+            continue
+        if not line.strip():
+            flush()
+            continue
+        if line.lstrip().startswith(">"):
+            line = line.lstrip()[1:]
+        if re.fullmatch(r"\s*(?:-{3,}|\*{3,}|_{3,}|={3,})\s*", line):
+            flush()  # a thematic break or setext underline separates notes
+            continue
+        if not block:
+            block_line = number
+        block.append(line)
+    flush()
+    return notes
+
+
+def markdown_files(path: str | PathLike[str]) -> list[Path]:
+    """A file, or every *.md under a folder (sorted, so imports are reproducible)."""
+    root = Path(path)
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*.md") if p.is_file())
+        if not files:
+            raise ValidationError(f"no .md files under {str(root)!r}")
+        return files
+    if not root.is_file():
+        raise NotFoundError(f"{str(root)!r} does not exist")
+    return [root]
+
+
+def note_id(note: MarkdownNote) -> str:
+    """Stable per (file, note): importing the same file twice adds nothing, whatever
+    folder the import was run from."""
+    where = Path(note.source).resolve()
+    digest = hashlib.sha256(f"{where}\n{note.content}".encode()).hexdigest()
+    return f"md-{digest[:24]}"
+
+
+def _chunks(items: Sequence[MemoryInput], size: int) -> Iterator[Sequence[MemoryInput]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+async def import_markdown(
+    memory: AsyncTieredMemory,
+    path: str | PathLike[str],
+    *,
+    namespace: str,
+    importance: float = 0.5,
+    progress: Progress = _noop,
+) -> ImportResult:
+    """Import MEMORY.md-style notes as memories (HOT, as new captures are). Each note's
+    `source` is its file's path; its headings and line are in `metadata`. Notes already
+    imported (same file, same text) are skipped."""
+    from .engine import MemoryInput
+
+    ns = check_namespace(namespace, memory.policy.limits)
+    result = ImportResult(namespace=ns)
+    notes, result.sources = read_markdown(path)
+    wanted: dict[str, MarkdownNote] = {}
+    for note in notes:
+        wanted.setdefault(note_id(note), note)  # a repeated line in one file is one memory
+    ids = list(wanted)
+    present: set[str] = set()
+    for start in range(0, len(ids), PAGE):
+        chunk = ids[start : start + PAGE]
+        present |= set(await memory.store.get_many(ns, chunk))
+        present |= set(await memory.store.get_archives(ns, chunk))
+    result.skipped = sorted(present)
+    items = [
+        MemoryInput(
+            id=i,
+            content=n.content,
+            memory_type=n.memory_type,
+            importance=importance,
+            source=n.source,
+            metadata={"context": " > ".join(n.context), "line": n.line},
+        )
+        for i, n in wanted.items()
+        if i not in present
+    ]
+    progress(len(present))
+    for batch in _chunks(items, 100):
+        # dedup off: a note is its own memory even when another says nearly the same
+        added = await memory.add_many(list(batch), namespace=ns, dedup=False)
+        result.memories += len(added)
+        progress(len(batch))
+    return result
+
+
+def read_markdown(path: str | PathLike[str]) -> tuple[list[MarkdownNote], list[str]]:
+    """The notes of a file or folder, and the files they came from."""
+    notes: list[MarkdownNote] = []
+    sources: list[str] = []
+    for file in markdown_files(path):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValidationError(f"cannot read {str(file)!r}: {e}") from e
+        notes.extend(parse_markdown(text, str(file)))
+        sources.append(str(file))
+    return notes, sources
+
+
+def load_document(path: str | PathLike[str]) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise NotFoundError(f"{str(path)!r} does not exist") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValidationError(f"{str(path)!r} is not a JSON export: {e}") from e
+
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ImportResult",
+    "MarkdownNote",
+    "count_namespace",
+    "detect_type",
+    "dumps",
+    "export_namespace",
+    "export_sqlite",
+    "import_document",
+    "import_markdown",
+    "load_document",
+    "markdown_files",
+    "note_id",
+    "parse_markdown",
+    "read_markdown",
+]
