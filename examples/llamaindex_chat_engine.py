@@ -14,6 +14,7 @@ system message. Another user's session sees none of it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -33,12 +34,13 @@ SYSTEM = "You are a friendly assistant. Use what you remember about the user."
 def choose_llm() -> LLM:
     """Claude when a key and the integration are there; MockLLM otherwise."""
     if os.environ.get("ANTHROPIC_API_KEY"):
-        try:
-            from llama_index.llms.anthropic import Anthropic  # type: ignore[import-not-found]
+        try:  # optional: imported by name so the example runs without it
+            anthropic = importlib.import_module("llama_index.llms.anthropic")
         except ImportError:
             print("(ANTHROPIC_API_KEY is set; pip install llama-index-llms-anthropic to use it)")
         else:
-            llm: LLM = Anthropic(model=os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5"))
+            model = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
+            llm: LLM = anthropic.Anthropic(model=model)
             return llm
     return MockLLM()
 

@@ -14,6 +14,7 @@ stay active.
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -25,7 +26,7 @@ from llama_index.core.llms import LLM, MockLLM
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from llamaindex_tiered_memory import TieredMemoryVectorStore
-from tiered_memory import HashingEmbedder, ManualClock
+from tiered_memory import HashingEmbedder, ManualClock, TieredMemory
 
 HANDBOOK = [
     ("onboarding", "New engineers get a laptop and a buddy on their first day."),
@@ -63,12 +64,13 @@ class OfflineEmbedding(BaseEmbedding):
 def choose_llm() -> LLM:
     """Claude when a key and the integration are there; MockLLM otherwise."""
     if os.environ.get("ANTHROPIC_API_KEY"):
-        try:
-            from llama_index.llms.anthropic import Anthropic  # type: ignore[import-not-found]
+        try:  # optional: imported by name so the example runs without it
+            anthropic = importlib.import_module("llama_index.llms.anthropic")
         except ImportError:
             print("(ANTHROPIC_API_KEY is set; pip install llama-index-llms-anthropic to use it)")
         else:
-            llm: LLM = Anthropic(model=os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5"))
+            model = os.environ.get("ANTHROPIC_MODEL", "claude-haiku-4-5")
+            llm: LLM = anthropic.Anthropic(model=model)
             return llm
     return MockLLM()
 
@@ -77,15 +79,11 @@ def main() -> None:
     clock = ManualClock(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc))
     embed_model = OfflineEmbedding()
     folder = Path(tempfile.mkdtemp(prefix="tiered-llamaindex-"))
-    # importance 0.3: a chunk nobody uses goes COLD after 72 h instead of WARM
-    store = TieredMemoryVectorStore.embedded(
-        folder / "handbook.db",
-        embed_model=embed_model,
-        namespace="handbook",
-        clock=clock,
-        importance=0.3,
-    )
-    try:
+    # The engine's embedder is the index's embedding model: it embeds archive
+    # summaries and text-only queries in the same space as the chunks.
+    with TieredMemory.embedded(folder / "handbook.db", embedder=embed_model, clock=clock) as memory:
+        # importance 0.3: a chunk nobody uses goes COLD after 72 h instead of WARM
+        store = TieredMemoryVectorStore(memory, namespace="handbook", importance=0.3)
         index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
         for i, (section, text) in enumerate(HANDBOOK):
             index.insert(Document(text=text, doc_id=f"handbook-{i}", metadata={"section": section}))
@@ -118,7 +116,7 @@ def main() -> None:
             print(f"  [{hit.node.metadata['tier']}] {hit.node.get_content()}")
 
         clock.advance(days=4)
-        report = store.client.maintain()
+        report = memory.maintain()
         print(f"\nfour days later, maintenance moved: {report.moved}")
         cold = store.get_nodes(
             filters=MetadataFilters(filters=[MetadataFilter(key="tier", value="cold")])
@@ -132,9 +130,7 @@ def main() -> None:
             print(f"  [{hit.node.metadata['tier']}] {hit.score:.3f}  {hit.node.get_content()}")
 
         index.delete_ref_doc("handbook-3")
-        print(f"\nafter deleting one document: {store.client.stats(namespace='handbook').total}")
-    finally:
-        store.close()
+        print(f"\nafter deleting one document: {memory.stats(namespace='handbook').total}")
 
 
 if __name__ == "__main__":
