@@ -18,10 +18,12 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import string
 import threading
+import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from tiered_memory.errors import (
     ArchiveIntegrityError,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _SUFFIX = ".json"
+_PLAIN_ASCII = frozenset(string.ascii_letters + string.digits + "-_~")
 _ADDRESSING: dict[bool | None, Literal["auto", "virtual", "path"]] = {
     None: "auto",
     False: "virtual",
@@ -144,9 +147,9 @@ class S3ObjectStore:
     def object_key(self, namespace: str, key: str) -> str:
         """Where an original lives; hostile namespaces and ids cannot escape or collide.
 
-        Each part is percent-encoded with nothing kept but letters, digits and `_-~`
-        (so `/`, `..`, `%` and control characters become inert escapes), which makes
-        the mapping injective: two different (namespace, key) pairs never share a key.
+        Each part is percent-encoded (see `_encode`: `/`, `.`, `%` and control
+        characters become inert escapes), which makes the mapping injective: two
+        different (namespace, key) pairs never share an object key.
         """
         ns = _encode(namespace, "namespace")
         name = _encode(key, "key")
@@ -258,7 +261,9 @@ class S3ObjectStore:
                 for item in page.get("Contents", []):
                     name = item["Key"][len(start) :]
                     if name.endswith(_SUFFIX) and "/" not in name:
-                        keys.append(unquote(name[: -len(_SUFFIX)]))
+                        key = _decode(name[: -len(_SUFFIX)])
+                        if key is not None:  # skip objects other tools put here
+                            keys.append(key)
             return keys
 
         return sorted(await self._run(call, "list", start))
@@ -399,14 +404,36 @@ class S3ObjectStore:
 
 
 def _encode(part: str, what: str) -> str:
+    """Percent-encode everything but ASCII letters, digits, `-_~` and printable non-ASCII.
+
+    `%` is always escaped, so decoding is exact and the mapping injective. `.` and `/`
+    are escaped so no part can act as a path segment. Non-ASCII letters and symbols
+    stay as UTF-8 (S3 keys are UTF-8, limited to 1024 bytes, and escaping them would
+    triple their size); non-ASCII controls, format characters and separators are
+    escaped, as they are invisible in listings and consoles.
+    """
     if not isinstance(part, str) or not part:
         raise ValidationError(f"an object {what} must be a non-empty string, got {part!r}")
+    out: list[str] = []
+    for char in part:
+        if char in _PLAIN_ASCII or (ord(char) > 127 and unicodedata.category(char)[0] not in "CZ"):
+            out.append(char)
+            continue
+        try:
+            raw = char.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValidationError(f"the object {what} is not valid Unicode (lone surrogate)") from e
+        out.append("".join(f"%{byte:02X}" for byte in raw))
+    return "".join(out)
+
+
+def _decode(name: str) -> str | None:
+    """The part `name` encodes, or None when `name` was not written by `_encode`."""
     try:
-        encoded = quote(part, safe="")
-    except UnicodeEncodeError as e:
-        raise ValidationError(f"the object {what} is not valid Unicode (lone surrogate)") from e
-    # quote() keeps "." (unreserved), which would let "." and ".." act as path segments.
-    return encoded.replace(".", "%2E")
+        part = unquote(name, errors="strict")
+        return part if _encode(part, "key") == name else None
+    except (UnicodeDecodeError, ValidationError):
+        return None
 
 
 def _error_code(error: Exception) -> str | None:
