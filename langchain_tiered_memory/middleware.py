@@ -33,6 +33,14 @@ DEFAULT_HEADER = (
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+def _compiles(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {e}") from e
+    return pattern
+
+
 class TypeRule(BaseModel):
     """A sentence matching `pattern` (a case-insensitive regex) is of `memory_type`."""
 
@@ -43,12 +51,8 @@ class TypeRule(BaseModel):
 
     @field_validator("pattern")
     @classmethod
-    def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"pattern {v!r} is not a valid regular expression: {e}") from e
-        return v
+    def _valid(cls, v: str) -> str:
+        return _compiles(v)
 
 
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
@@ -82,25 +86,48 @@ class Capture(BaseModel):
     role: str
 
 
+DEFAULT_SKIP_PATTERNS: tuple[str, ...] = (
+    # requests to the assistant, memory commands included: acted on, not facts
+    r"^(?:please\s+)?(?:can|could|would|will) you\b",
+    r"^(?:please\s+)?(?:pin|unpin|forget|restore|promote|demote|remind|tell|show)\b",
+    # chit-chat and the assistant's own uncertainty
+    r"^(?:got it|thanks|thank you|noted|sure|okay|ok|hello|hi|hey)\b",
+    r"\bI (?:don't|do not|didn't) (?:know|remember|have)\b",
+    r"\bI(?:'m| am) not sure\b",
+)
+
+
 class CaptureRules(BaseModel):
     """What of a finished turn is worth keeping, and as which memory type.
 
     A sentence is kept when it is a statement (not a question), has at least
-    `min_words` words, and matches one of `type_rules` (first match wins: by default
+    `min_words` words, matches none of `skip_patterns` (requests, memory commands,
+    chit-chat), and matches one of `type_rules` (first match wins: by default
     "always/never/prefer" is procedural, dates and "yesterday" episodic,
-    "is/are/called" factual). A user sentence matching no rule is kept as
-    `default_type`, or dropped when that is None; an assistant sentence must match.
+    "is/are/called" factual). A user sentence matching no type rule is kept as
+    `default_type`, or dropped when that is None. An assistant sentence must match a
+    type rule, and is dropped when it only restates a memory injected for this turn:
+    repeating what was recalled is not a new conclusion.
     """
 
     model_config = ConfigDict(frozen=True)
 
     type_rules: tuple[TypeRule, ...] = DEFAULT_TYPE_RULES
+    skip_patterns: tuple[str, ...] = DEFAULT_SKIP_PATTERNS
     default_type: MemoryType | None = MemoryType.EPISODIC
     capture_user: bool = True
     capture_assistant: bool = True
     min_words: int = Field(default=3, ge=1)
     max_chars: int = Field(default=1000, ge=1)
-    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Importance of captured memories; None keeps the memory policy's default."""
+
+    @field_validator("skip_patterns")
+    @classmethod
+    def _all_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            _compiles(pattern)
+        return patterns
 
     def detect_type(self, sentence: str) -> MemoryType | None:
         for rule in self.type_rules:
@@ -117,12 +144,17 @@ class CaptureRules(BaseModel):
                 continue
             if len(sentence.split()) < self.min_words:
                 continue
+            if any(re.search(p, sentence, flags=re.IGNORECASE) for p in self.skip_patterns):
+                continue
             out.append(sentence)
         return out
 
-    def extract(self, messages: Sequence[AnyMessage]) -> list[Capture]:
+    def extract(self, messages: Sequence[AnyMessage], recalled: str = "") -> list[Capture]:
         """The captures of the last turn: the user's last message and the assistant's
-        final answer after it (tool calls and tool results are not conclusions)."""
+        final answer after it (tool calls and tool results are not conclusions).
+
+        `recalled` is the memory text injected for the turn.
+        """
         start = _last_human_index(messages)
         if start is None:
             return []
@@ -135,14 +167,20 @@ class CaptureRules(BaseModel):
                     captures.append(Capture(content=sentence, memory_type=kind, role="user"))
         if self.capture_assistant:
             answer = _final_answer(turn[1:])
+            known = [_normal(line[2:]) for line in recalled.splitlines() if line.startswith("- ")]
             if answer is not None:
                 for sentence in self.sentences(answer.text):
                     kind = self.detect_type(sentence)
-                    if kind is not None:
+                    restated = any(k and k in _normal(sentence) for k in known)
+                    if kind is not None and not restated:
                         captures.append(
                             Capture(content=sentence, memory_type=kind, role="assistant")
                         )
         return captures
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .!")
 
 
 def _last_human_index(messages: Sequence[AnyMessage]) -> int | None:
@@ -314,16 +352,19 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
     async def _capture(
         self, state: TieredMemoryState[ResponseT], namespace: str, thread: str | None
     ) -> None:
-        captures = self.rules.extract(state["messages"])
+        captures = self.rules.extract(state["messages"], state.get("memory_context") or "")
         if not captures:
             return
+        importance: dict[str, Any] = (
+            {} if self.rules.importance is None else {"importance": self.rules.importance}
+        )
         items = [
             MemoryInput(
                 content=c.content,
                 memory_type=c.memory_type,
-                importance=self.rules.importance,
                 source=f"conversation:{c.role}",
                 metadata={"role": c.role, **({"thread_id": thread} if thread else {})},
+                **importance,
             )
             for c in captures
         ]

@@ -64,11 +64,12 @@ class StoreInput(BaseModel):
             "episodic: what happened when (fades fastest)."
         ),
     )
-    importance: float = Field(
-        default=0.5,
+    importance: float | None = Field(
+        default=None,
         ge=0.0,
         le=1.0,
-        description="How much it matters, 0 to 1; 0.5 if unsure.",
+        description="How much it matters, 0 to 1 (0.5 or more keeps it even if unused); "
+        "leave empty if unsure.",
     )
     pinned: bool = Field(
         default=False,
@@ -227,13 +228,17 @@ class MemoryStoreTool(MemoryTool):
     args_schema: type[BaseModel] = StoreInput
 
     async def _execute(self, namespace: str, args: StoreInput) -> str:
+        # Unset importance keeps the memory policy's default, not a number of ours.
+        importance: dict[str, Any] = (
+            {} if args.importance is None else {"importance": args.importance}
+        )
         memory = await self.memory.aio.add(
             args.content,
             namespace=namespace,
             memory_type=args.memory_type,
-            importance=args.importance,
             pinned=args.pinned,
             source="agent",
+            **importance,
         )
         if memory.content != args.content:
             return f"Already remembered as {_state(memory)}: {memory.content}"

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_tiered_memory import TieredMemoryMiddleware
 from langchain_tiered_memory.middleware import CaptureRules, TypeRule
 from tests.langchain.fakes import RecordingChatModel
-from tiered_memory import MemoryType, TieredMemory
+from tiered_memory import MemoryInput, MemoryType, TieredMemory
 
 SYSTEM = "You are a helpful assistant."
 
@@ -83,6 +83,20 @@ def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:
     ]
 
 
+def test_requests_chit_chat_and_restated_memories_are_not_captured() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage("Please pin my preference for tea. Could you check my calendar."),
+        AIMessage("Your daughter is called Ava. I don't know your calendar. Tea is pinned now."),
+    ]
+    recalled = "- Your daughter is called Ava\n- The user likes tea"
+    captures = CaptureRules().extract(messages, recalled)  # type: ignore[arg-type]
+    assert [c.content for c in captures] == ["Tea is pinned now."]
+    rules = CaptureRules(skip_patterns=())
+    assert len(rules.extract(messages)) == 5  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="regular expression"):
+        CaptureRules(skip_patterns=("[",))
+
+
 def test_assistant_capture_can_be_turned_off() -> None:
     rules = CaptureRules(capture_assistant=False)
     messages: list[BaseMessage] = [HumanMessage("Hello there"), AIMessage("Paris is in France.")]
@@ -114,7 +128,12 @@ def test_a_fact_told_in_one_thread_is_recalled_in_another_of_the_same_user(
     agent = _agent(mem, model)
     _say(agent, "My daughter is called Ava.", user="alice", thread="monday")
     assert "daughter is called Ava" not in model.system_prompts()[0]  # nothing known yet
-    assert [m.content for m in mem.list(namespace="alice")] == ["My daughter is called Ava."]
+    [captured] = mem.list(namespace="alice")
+    assert captured.content == "My daughter is called Ava."
+    assert captured.memory_type is MemoryType.FACTUAL
+    assert captured.source == "conversation:user"
+    assert captured.metadata == {"role": "user", "thread_id": "monday"}
+    assert captured.importance == MemoryInput.model_fields["importance"].default  # the core's
 
     _say(agent, "What is my daughter called?", user="alice", thread="tuesday")
     assert "My daughter is called Ava." in model.system_prompts()[1]

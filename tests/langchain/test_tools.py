@@ -132,6 +132,12 @@ def test_store_then_recall_finds_it_and_counts_the_use(mem: TieredMemory) -> Non
     assert memory.id in stored.text
     assert memory.memory_type is MemoryType.FACTUAL
     assert memory.tier is Tier.HOT
+    assert memory.source == "agent"
+    important = _call(
+        tools["memory_store"], {"content": "Ava is allergic to nuts", "importance": 0.9}
+    )
+    assert important.status == "success"
+    assert {m.importance for m in mem.list(namespace=NS) if "nuts" in m.content} == {0.9}
 
     recalled = _call(tools["memory_recall"], {"query": "what is my daughter called?"})
     assert f"id={memory.id}" in recalled.text
