@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from langgraph.graph import START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from typing_extensions import TypedDict
 
 from langchain_tiered_memory import TieredMemoryStore
 from tiered_memory import (
@@ -210,3 +213,27 @@ def test_configuration_errors(mem: TieredMemory) -> None:
     store = TieredMemoryStore(mem)
     with pytest.raises(NotImplementedError):
         store.put(USER, "k", {"content": "x"}, ttl=5)
+
+
+def test_a_langgraph_graph_uses_it_as_its_store(store: TieredMemoryStore) -> None:
+    """Nodes reach it through `runtime.store`, as LangMem's tools and agents do."""
+
+    class State(TypedDict):
+        said: str
+        recalled: list[str]
+
+    def remember_then_recall(state: State, runtime: Runtime[None]) -> dict[str, list[str]]:
+        assert runtime.store is not None
+        runtime.store.put(("memories", "u1"), "ava", {"content": state["said"]})
+        hits = runtime.store.search(("memories", "u1"), query="what is the daughter called?")
+        return {"recalled": [h.value["content"] for h in hits]}
+
+    graph = (
+        StateGraph(State)
+        .add_node("remember_then_recall", remember_then_recall)
+        .add_edge(START, "remember_then_recall")
+        .compile(store=store)
+    )
+    result = graph.invoke({"said": "The user's daughter is called Ava", "recalled": []})
+    assert result["recalled"] == ["The user's daughter is called Ava"]
+    assert store.list_namespaces() == [("memories", "u1")]
