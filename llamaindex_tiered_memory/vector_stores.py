@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
@@ -25,6 +26,7 @@ from tiered_memory import (
     MemoryType,
     Policy,
     TieredMemory,
+    ValidationError,
 )
 from tiered_memory.ports import Clock
 from tiered_memory.ports import MetadataFilter as CoreFilter
@@ -108,7 +110,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         cls,
         path: str | PathLike[str],
         *,
-        embed_model: Any,
+        embed_model: BaseEmbedding,
         namespace: str = "default",
         policy: Policy | None = None,
         clock: Clock | None = None,
@@ -159,6 +161,9 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             for node in nodes
         ]
         ids = [node.node_id for node in nodes]
+        if len(set(ids)) != len(ids):  # checked before replacing anything stored
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValidationError(f"node ids appear twice in one add: {twice[:5]}")
         stored = [i for i in ids if await engine.get(i, namespace=self.namespace) is not None]
         await forget_hard(engine, self.namespace, stored)
         await engine.add_many(items, namespace=self.namespace, dedup=False, link=self.link)

@@ -182,6 +182,15 @@ def test_add_replaces_a_node_stored_under_the_same_id(
     assert [(m.id, m.content, m.metadata["v"]) for m in memories] == [("n1", "second version", 2)]
 
 
+def test_duplicate_ids_in_one_add_replace_nothing(
+    store: TieredMemoryVectorStore, mem: TieredMemory
+) -> None:
+    store.add([node("kept", "n1", vec("kept"))])
+    with pytest.raises(ValidationError, match="twice"):
+        store.add([node("a", "n1", vec("a")), node("b", "n1", vec("b"))])
+    assert [m.content for m in mem.list(namespace=NS)] == ["kept"]
+
+
 def test_add_needs_an_embedding_and_refuses_a_user_tier_key(
     store: TieredMemoryVectorStore, mem: TieredMemory
 ) -> None:

@@ -152,3 +152,15 @@ async def test_sync_methods_on_an_async_engine_say_what_to_do(
         store.get_nodes()
     await store.async_add([TextNode(text="x", id_="x", embedding=[1.0] * 64)])
     assert (await amem.stats(namespace=NS)).tiers[Tier.HOT].count == 1
+
+
+async def test_sync_methods_work_inside_a_running_loop(
+    mem: TieredMemory, hashing_embed: HashingEmbedding
+) -> None:
+    # Jupyter and async web apps call LlamaIndex's sync API with a loop running; the
+    # facade's own loop thread serves them without nesting loops.
+    store = TieredMemoryVectorStore(mem, namespace=NS)
+    vector = hashing_embed.get_text_embedding("inside a loop")
+    store.add([TextNode(text="inside a loop", id_="l1", embedding=vector)])
+    result = store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=1))
+    assert result.ids == ["l1"]
