@@ -308,7 +308,7 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         text = request.state.get("memory_context")
         if not isinstance(text, str) or not text:
             return request
-        block = self.header.format(memories=text)
+        block = self.header.replace("{memories}", text)  # other braces are left as they are
         if request.system_message is None:
             return request.override(system_message=SystemMessage(content=block))
         content = [

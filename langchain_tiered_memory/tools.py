@@ -160,7 +160,7 @@ class MemoryTool(BaseTool):
         self, *args: Any, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any
     ) -> str:
         # The namespace is read here, in the caller's thread, where the run's context is.
-        return run_sync(self.memory, self._guarded(self._resolve_namespace(), kwargs))
+        return run_sync(self.memory, self._guarded(self._resolve_namespace(), args, kwargs))
 
     async def _arun(
         self,
@@ -168,13 +168,17 @@ class MemoryTool(BaseTool):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> str:
-        return await self._guarded(self._resolve_namespace(), kwargs)
+        return await self._guarded(self._resolve_namespace(), args, kwargs)
 
-    async def _guarded(self, namespace: str, kwargs: dict[str, Any]) -> str:
+    async def _guarded(
+        self, namespace: str, positional: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> str:
         schema = self.args_schema
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise TypeError(f"{type(self).__name__}.args_schema must be a pydantic model")
-        args = schema.model_validate(kwargs)
+        # A plain string input (tool.invoke("some-id")) arrives positionally.
+        named = dict(zip(schema.model_fields, positional, strict=False))
+        args = schema.model_validate({**named, **kwargs})
         try:
             return await self._execute(namespace, args)
         except TieredMemoryError as e:

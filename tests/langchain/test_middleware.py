@@ -230,6 +230,20 @@ def test_budget_limits_what_is_injected(mem: TieredMemory) -> None:
     assert mem.aio.tokens.count(result["memory_context"]) <= 40
 
 
+def test_custom_header_keeps_its_other_braces(mem: TieredMemory) -> None:
+    mem.add("The user's daughter is called Ava", namespace="gus")
+    model = RecordingChatModel()
+    header = 'Known about the user (JSON-ish {"source": "memory"}):\n{memories}'
+    agent = create_agent(
+        model=model,
+        middleware=[TieredMemoryMiddleware(mem, header=header, capture=False)],
+    )
+    agent.invoke({"messages": [HumanMessage("Who is my daughter?")]}, context={"user_id": "gus"})
+    [prompt] = model.system_prompts()  # no system prompt of its own: the block is the prompt
+    assert prompt.startswith('Known about the user (JSON-ish {"source": "memory"}):\n- ')
+    assert "daughter is called Ava" in prompt
+
+
 def test_header_must_have_a_place_for_the_memories(mem: TieredMemory) -> None:
     with pytest.raises(ValueError, match="memories"):
         TieredMemoryMiddleware(mem, header="Memories:")

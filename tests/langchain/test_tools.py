@@ -226,3 +226,10 @@ def test_namespace_from_the_run_config(mem: TieredMemory) -> None:
     assert mem.list(namespace=NS) == []
     store.invoke({"content": "The user's son is called Leo"})  # no key: the fallback
     assert [m.content for m in mem.list(namespace=NS)] == ["The user's son is called Leo"]
+
+
+def test_a_plain_string_is_the_single_argument(mem: TieredMemory) -> None:
+    memory = mem.add(AVA, namespace=NS)
+    answer = _tools(mem)["memory_pin"].invoke(memory.id)
+    assert answer.startswith("Pinned")
+    assert mem.get(memory.id, namespace=NS).pinned  # type: ignore[union-attr]
