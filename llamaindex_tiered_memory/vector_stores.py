@@ -7,7 +7,7 @@ from os import PathLike
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -74,7 +74,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     budget_tokens: int | None = None
     tier_key: str = "tier"
     memory_type: MemoryType = MemoryType.FACTUAL
-    importance: float = 0.5
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
     link: bool = True
 
     _memory: AnyMemory = PrivateAttr()
@@ -122,7 +122,11 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         same one for archive summaries and text-only queries.
         """
         memory = TieredMemory.embedded(path, embedder=embed_model, policy=policy, clock=clock)
-        store = cls(memory, namespace=namespace, **fields)
+        try:
+            store = cls(memory, namespace=namespace, **fields)
+        except BaseException:
+            memory.close()
+            raise
         store._owns_memory = True
         return store
 

@@ -464,3 +464,10 @@ def test_embedded_factory_owns_and_closes_its_engine(
         assert TieredMemoryVectorStore.class_name() == "TieredMemoryVectorStore"
     finally:
         store.close()
+
+
+def test_bad_settings_fail_at_construction(mem: TieredMemory) -> None:
+    with pytest.raises(ValueError, match="importance"):
+        TieredMemoryVectorStore(mem, importance=1.5)
+    with pytest.raises(ValidationError, match="unknown memory type"):
+        TieredMemoryVectorStore(mem, memory_type="trivia")
