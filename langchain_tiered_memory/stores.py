@@ -49,7 +49,7 @@ from tiered_memory import (
 )
 from tiered_memory.ports import FilterOp, MetadataFilter
 
-from ._common import run_sync
+from ._common import precheck, run_sync
 
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
@@ -157,13 +157,14 @@ class TieredMemoryStore(BaseStore):
         ns = self.encode_namespace(op.namespace)
         item: MemoryInput | None = None
         if op.value is not None:
-            # Build before deleting, so a value that is not a JSON object leaves the old item.
+            # Checked before deleting, so a bad value leaves the old item in place.
             item = MemoryInput(
                 content=self._text(op.value, op.index),
                 metadata=dict(op.value),
                 id=op.key,
                 source="langgraph",
             )
+            precheck(self.memory, [item])
         with contextlib.suppress(NotFoundError):  # putting a new key: nothing to replace
             await engine.forget(op.key, namespace=ns, hard=True)
         if item is not None:

@@ -30,7 +30,7 @@ from tiered_memory.embeddings import LangChainEmbedder
 from tiered_memory.ports import Clock, MetadataFilter, SearchFilter
 from tiered_memory.retrieval import SearchPlan
 
-from ._common import DEFAULT_NAMESPACE, run_sync
+from ._common import DEFAULT_NAMESPACE, precheck, run_sync
 
 _SEARCH_OPTIONS = frozenset({"filter", "deep", "include_archived"})
 
@@ -165,6 +165,7 @@ class TieredMemoryVectorStore(VectorStore):
 
     async def _aupsert(self, items: list[MemoryInput]) -> list[str]:
         engine = self.memory.aio
+        precheck(self.memory, items)
         # The engine refuses an existing id; a vector store replaces it. The core has
         # no update of content yet, so a replaced document starts over in HOT.
         for item in items:

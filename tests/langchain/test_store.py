@@ -237,3 +237,12 @@ def test_a_langgraph_graph_uses_it_as_its_store(store: TieredMemoryStore) -> Non
     result = graph.invoke({"said": "The user's daughter is called Ava", "recalled": []})
     assert result["recalled"] == ["The user's daughter is called Ava"]
     assert store.list_namespaces() == [("memories", "u1")]
+
+
+def test_a_refused_put_keeps_the_stored_item(store: TieredMemoryStore) -> None:
+    store.put(USER, "k", {"content": "original"})
+    with pytest.raises(ValidationError, match="NaN"):
+        store.put(USER, "k", {"content": "replacement", "x": float("nan")})
+    item = store.get(USER, "k")
+    assert item is not None
+    assert item.value == {"content": "original"}

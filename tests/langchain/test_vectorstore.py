@@ -14,7 +14,14 @@ from langchain_tests.integration_tests import VectorStoreIntegrationTests
 
 from langchain_tiered_memory import TieredMemoryVectorStore
 from langchain_tiered_memory.vectorstores import vectorstore_policy
-from tiered_memory import HashingEmbedder, ManualClock, Policy, Tier, TieredMemory
+from tiered_memory import (
+    HashingEmbedder,
+    ManualClock,
+    Policy,
+    Tier,
+    TieredMemory,
+    ValidationError,
+)
 
 
 class TestTieredMemoryVectorStoreStandard(VectorStoreIntegrationTests):
@@ -171,3 +178,18 @@ def test_wrapping_an_existing_memory(mem: TieredMemory) -> None:
     store.close()  # not ours: the memory stays open
     assert mem.get("office", namespace="kb") is not None
     assert isinstance(mem.aio.embedder, HashingEmbedder)
+
+
+def test_a_refused_replacement_keeps_the_stored_document(
+    docs_store: TieredMemoryVectorStore,
+) -> None:
+    docs_store.add_texts(["original"], metadatas=[{"v": 1}], ids=["d"])
+    with pytest.raises(ValidationError, match="NaN"):
+        docs_store.add_texts(["replacement"], metadatas=[{"v": float("nan")}], ids=["d"])
+    with pytest.raises(ValidationError, match="twice"):
+        docs_store.add_texts(["a", "b"], ids=["d", "d"])
+    with pytest.raises(ValidationError, match="empty"):
+        docs_store.add_texts(["  "], ids=["d"])
+    assert docs_store.get_by_ids(["d"]) == [
+        Document(id="d", page_content="original", metadata={"v": 1})
+    ]
