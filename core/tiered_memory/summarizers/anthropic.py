@@ -346,6 +346,10 @@ class AnthropicSummarizer:
                 raise SummarizerResponseError(
                     f"Claude's response did not match the Messages schema: {e}"
                 ) from e
+            except sdk.AnthropicError as e:  # anything else the SDK raises on purpose
+                raise BackendUnavailableError(
+                    f"the Anthropic SDK failed ({type(e).__name__}: {e})"
+                ) from e
             except (ValueError, TypeError, KeyError) as e:  # unparsable body (JSONDecodeError)
                 raise SummarizerResponseError(
                     f"Claude's response body could not be parsed ({type(e).__name__}: {e}); "
