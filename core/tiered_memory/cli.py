@@ -1,0 +1,1043 @@
+"""The `tiered-memory` command: the seed-002 memory commands over any configured store.
+
+Every command takes `--namespace`, `--db` (an embedded SQLite file; default under the
+user's data folder, or the production stack from `--config`/environment) and `--json`
+(machine-readable output on stdout). Tables and progress bars are for people: progress
+goes to stderr, so `--json` output stays parseable. Every expected failure (unknown id,
+bad tier, bad duration, bad configuration) is one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+from .errors import TieredMemoryError, ValidationError, missing_extra
+
+try:
+    import typer
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+    from rich.text import Text
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise missing_extra(e.name or "typer", "cli") from e
+
+from .budget import SHARE_ORDER, share_caps, share_of
+from .config import TieredMemorySettings, build_memory, load_settings, parse_duration
+from .engine import AsyncTieredMemory
+from .models import (
+    LIVE_TIERS,
+    Explanation,
+    Hit,
+    Injection,
+    MaintenanceReport,
+    Memory,
+    MemoryType,
+    Stats,
+    Tier,
+)
+from .ports import ScanQuery
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="tiered-memory",
+    help="Long-term memory for LLM agents: tiers, decay, archival and token budgets.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+# -- options every command takes -------------------------------------------------------------
+
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace", "-n", help="user/agent/tenant scope [default: from config, 'default']"
+    ),
+]
+DbOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="embedded SQLite store file [default: <user data folder>/tiered-memory/memory.db]",
+        dir_okay=False,
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="TOML configuration [default: $TIERED_MEMORY_CONFIG]", dir_okay=False
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON on stdout for scripts")]
+
+
+@dataclass(frozen=True)
+class Common:
+    namespace: str | None
+    db: Path | None
+    config: Path | None
+    as_json: bool
+
+    def settings(self) -> TieredMemorySettings:
+        overrides: dict[str, Any] = {}
+        if self.db is not None:  # an explicit file means the embedded store, whatever else
+            overrides["store"] = {"backend": "sqlite", "path": str(self.db)}
+        return load_settings(self.config, **overrides)
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr, never a traceback, for every error a user can cause."""
+    line = " ".join(str(message).split())
+    typer.echo(f"error: {line}", err=True)
+    raise typer.Exit(code)
+
+
+def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]]) -> T:
+    """Open the configured memory, run one command's body, close it; errors -> one line."""
+
+    async def main() -> T:
+        settings = common.settings()
+        namespace = common.namespace or settings.namespace
+        memory = await build_memory(settings)
+        try:
+            return await body(memory, namespace)
+        finally:
+            await memory.close()
+
+    try:
+        return asyncio.run(main())
+    except TieredMemoryError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+
+
+def _emit(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _memory_json(memory: Memory) -> dict[str, Any]:
+    return memory.model_dump(mode="json", exclude={"embedding"})
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {
+        "id": hit.memory.id,
+        "tier": hit.tier.value,
+        "score": hit.score,
+        "phase": hit.phase,
+        "via": hit.via,
+        "tokens": hit.tokens,
+        "terms": hit.terms.model_dump(mode="json"),
+        "memory": _memory_json(hit.memory),
+    }
+
+
+def _short(text: str, width: int = 72) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+_TIER_STYLE = {
+    Tier.HOT: "bold red",
+    Tier.WARM: "yellow",
+    Tier.COLD: "cyan",
+    Tier.ARCHIVED: "dim",
+}
+
+
+def tier_label(tier: Tier) -> str:
+    return f"[{_TIER_STYLE[tier]}]{tier.value}[/]"
+
+
+def _flags(memory: Memory) -> str:
+    flags = [
+        name
+        for name, on in (
+            ("pinned", memory.pinned),
+            ("core", memory.core),
+            ("forgotten", memory.do_not_inject),
+            ("superseded", memory.superseded_by is not None),
+        )
+        if on
+    ]
+    return ",".join(flags)
+
+
+def _checked(parse: Callable[[str], T], value: str) -> T:
+    """Parse user input before anything is opened; a bad value is one line and exit 1."""
+    try:
+        return parse(value)
+    except TieredMemoryError as e:
+        _fail(str(e))
+
+
+@contextmanager
+def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (never on stdout, which --json keeps for data)."""
+    if not enabled or total <= 0:
+        yield lambda _n: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+@app.command()
+def add(
+    text: Annotated[str, typer.Argument(help="what to remember")],
+    memory_type: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            "-t",
+            help="procedural, factual, project or episodic [default: detected from the text]",
+        ),
+    ] = None,
+    importance: Annotated[float, typer.Option(help="0..1; >= 0.5 keeps it out of COLD")] = 0.5,
+    pin: Annotated[bool, typer.Option("--pin", help="never decays, always injected")] = False,
+    source: Annotated[str, typer.Option(help="where it came from")] = "cli",
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember TEXT (in HOT, as every new capture)."""
+    from .transfer import detect_type
+
+    common = Common(namespace, db, config, as_json)
+    kind = _checked(MemoryType.parse, memory_type) if memory_type else detect_type(text)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.add(
+            text,
+            namespace=ns,
+            memory_type=kind,
+            importance=importance,
+            pinned=pin,
+            source=source,
+        )
+
+    m = _run(common, body)
+    if as_json:
+        _emit(_memory_json(m))
+    else:
+        out.print(
+            f"{m.id}  {tier_label(m.tier)}  {m.memory_type.value}  {escape(_short(m.content))}"
+        )
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """Compact tables: every column but `content` keeps its full width (ids must stay
+    whole to be copied); `content` takes what is left and is cut with an ellipsis."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(columns):
+        if col == "content":
+            table.add_column(col, min_width=16, ratio=1, overflow="ellipsis", no_wrap=True)
+            continue
+        width = max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
+        numeric = bool(rows) and all(_NUMBER.fullmatch(row[i]) for row in rows)
+        table.add_column(col, no_wrap=True, min_width=width, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _type(memory: Memory) -> str:
+    return memory.memory_type.value[:4]
+
+
+def hits_table(hits: Sequence[Hit], title: str) -> Table:
+    rows = [
+        [
+            h.memory.id,
+            tier_label(h.tier),
+            f"{h.score:.3f}",
+            _type(h.memory),
+            escape(_short(h.memory.content, 200)),
+        ]
+        for h in hits
+    ]
+    return _table(title, ("id", "tier", "score", "type", "content"), rows)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    tier: Annotated[
+        list[str] | None, typer.Option("--tier", help="only these tiers (repeatable)")
+    ] = None,
+    deep: Annotated[bool, typer.Option("--deep", help="also COLD and archived summaries")] = False,
+    k: Annotated[int, typer.Option("-k", "--k", help="how many hits")] = 10,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ranked hits for QUERY (nothing is counted as used; see `recall`)."""
+    common = Common(namespace, db, config, as_json)
+    tiers = [_checked(Tier.parse, t) for t in tier] if tier else None
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> list[Hit]:
+        include_archived = deep or (tiers is not None and Tier.ARCHIVED in tiers)
+        return list(
+            await memory.search(
+                query,
+                namespace=ns,
+                k=k,
+                deep=deep,
+                include_archived=include_archived,
+                tiers=tiers,
+            )
+        )
+
+    hits = _run(common, body)
+    if as_json:
+        _emit([_hit_json(h) for h in hits])
+        return
+    if not hits:
+        out.print("no hits")
+        return
+    out.print(hits_table(hits, f"{len(hits)} hit(s) for {query!r}"))
+
+
+@app.command("list")
+def list_(
+    tier: Annotated[str | None, typer.Option("--tier", help="hot, warm, cold or archived")] = None,
+    limit: Annotated[int, typer.Option(help="page size")] = 50,
+    after: Annotated[str | None, typer.Option(help="the last id of the previous page")] = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Memories ordered by id, a page at a time."""
+    common = Common(namespace, db, config, as_json)
+    t = _checked(Tier.parse, tier) if tier else None
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> list[Memory]:
+        return await memory.list(namespace=ns, tier=t, after_id=after, limit=limit)
+
+    memories = _run(common, body)
+    if as_json:
+        _emit([_memory_json(m) for m in memories])
+        return
+    rows = [
+        [
+            m.id,
+            tier_label(m.tier),
+            _type(m),
+            f"{m.importance:.1f}",
+            str(m.use_count),
+            _flags(m),
+            escape(_short(m.content, 200)),
+        ]
+        for m in memories
+    ]
+    columns = ("id", "tier", "type", "imp", "uses", "flags", "content")
+    table = _table(f"{len(memories)} memories", columns, rows)
+    out.print(table)
+
+
+@app.command()
+def stats(
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Counts and bytes per tier, flags and links."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Stats:
+        return await memory.stats(namespace=ns)
+
+    s = _run(common, body)
+    if as_json:
+        data = s.model_dump(mode="json")
+        data["total"] = s.total
+        _emit(data)
+        return
+    table = Table(title=f"namespace {s.namespace!r}", title_justify="left")
+    table.add_column("tier")
+    table.add_column("memories", justify="right")
+    table.add_column("bytes", justify="right")
+    for tier in Tier:
+        ts = s.tiers.get(tier)
+        table.add_row(tier_label(tier), str(ts.count if ts else 0), str(ts.bytes if ts else 0))
+    table.add_section()
+    table.add_row("total", str(s.total), "")
+    out.print(table)
+    out.print(f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}")
+
+
+@app.command()
+def explain(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    query: Annotated[str | None, typer.Option("--query", "-q", help="score against it")] = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every term of one memory's score (for --query, or its decay terms alone)."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Explanation:
+        return await memory.explain(memory_id, query=query, namespace=ns)
+
+    e = _run(common, body)
+    if as_json:
+        _emit(e.model_dump(mode="json"))
+        return
+    table = Table(title=f"{e.id} ({e.tier.value}, {e.memory_type.value})", title_justify="left")
+    table.add_column("term")
+    table.add_column("value", justify="right")
+    for name, value in e.terms.model_dump().items():
+        table.add_row(name, f"{value:.4f}")
+    table.add_section()
+    table.add_row("uses", str(e.use_count))
+    table.add_row("last used", e.last_used_at.isoformat(timespec="seconds"))
+    table.add_row("pinned / core", f"{e.pinned} / {e.core}")
+    out.print(table)
+    out.print(escape(e.formula))
+
+
+@app.command()
+def recall(
+    query: Annotated[str, typer.Argument(help="the prompt to find context for")],
+    budget: Annotated[int | None, typer.Option(help="tokens [default: policy, 1000]")] = None,
+    max_items: Annotated[int | None, typer.Option(help="[default: policy, 20]")] = None,
+    deep: Annotated[bool, typer.Option("--deep", help="also archived summaries")] = False,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What would be injected for QUERY, packed into a token budget by tier shares.
+    Injected memories count as used."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> tuple[Injection, dict[str, int]]:
+        inj = await memory.recall(
+            query, namespace=ns, budget_tokens=budget, max_items=max_items, deep=deep
+        )
+        return inj, share_caps(inj.budget_tokens, memory.policy.budget)
+
+    inj, caps = _run(common, body)
+    if as_json:
+        _emit(
+            {
+                "text": inj.text,
+                "tokens": inj.tokens,
+                "budget_tokens": inj.budget_tokens,
+                "by_tier": {t.value: n for t, n in inj.by_tier.items()},
+                "by_share": budget_split(inj),
+                "degraded": inj.degraded,
+                "items": [_hit_json(h) for h in inj.items],
+            }
+        )
+        return
+    print_injection(inj, caps)
+
+
+def budget_split(inj: Injection) -> dict[str, int]:
+    """Tokens used per budget share (pinned, hot, warm, cold incl. archived)."""
+    used = dict.fromkeys(SHARE_ORDER, 0)
+    for h in inj.items:
+        used[share_of(h)] += h.tokens
+    return used
+
+
+def print_injection(inj: Injection, caps: dict[str, int], console: Console = out) -> None:
+    if inj.items:
+        console.print(escape(inj.text))
+    else:
+        console.print("nothing to inject")
+    table = Table(
+        title=f"{inj.tokens} of {inj.budget_tokens} tokens, {len(inj.items)} item(s)",
+        title_justify="left",
+    )
+    table.add_column("share")
+    table.add_column("share of budget", justify="right")
+    table.add_column("used", justify="right")
+    table.add_column("items", justify="right")
+    used = budget_split(inj)
+    for share in SHARE_ORDER:
+        n = sum(1 for h in inj.items if share_of(h) == share)
+        table.add_row(share, str(caps.get(share, 0)), str(used[share]), str(n))
+    console.print(table)
+
+
+# -- flags and tiers ------------------------------------------------------------------------------
+
+
+def _show_memory(m: Memory, verb: str, as_json: bool) -> None:
+    if as_json:
+        _emit(_memory_json(m))
+    else:
+        flags = _flags(m)
+        out.print(f"{verb} {m.id}: {tier_label(m.tier)}{'  ' + flags if flags else ''}")
+
+
+@app.command()
+def forget(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    hard: Annotated[
+        bool, typer.Option("--hard", help="delete for good (and its archived original)")
+    ] = False,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Never inject this memory again (soft; `restore` undoes it), or --hard delete it."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> None:
+        await memory.forget(memory_id, namespace=ns, hard=hard)
+
+    _run(common, body)
+    if as_json:
+        _emit({"id": memory_id, "forgotten": True, "hard": hard})
+    else:
+        out.print(f"{'deleted' if hard else 'forgot'} {memory_id}")
+
+
+@app.command()
+def restore(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Undo a soft forget; an archived memory comes back to WARM from its original."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.restore(memory_id, namespace=ns)
+
+    _show_memory(_run(common, body), "restored", as_json)
+
+
+@app.command()
+def pin(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Never decays, never demoted, always a candidate for the pinned share."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.pin(memory_id, namespace=ns)
+
+    _show_memory(_run(common, body), "pinned", as_json)
+
+
+@app.command()
+def unpin(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Let a pinned memory decay again."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.unpin(memory_id, namespace=ns)
+
+    _show_memory(_run(common, body), "unpinned", as_json)
+
+
+@app.command()
+def promote(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    tier: Annotated[str, typer.Argument(help="hot or warm")] = "warm",
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move a memory to a more active tier (HOT only ever this way)."""
+    common = Common(namespace, db, config, as_json)
+    target = _checked(Tier.parse, tier)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.promote(memory_id, target, namespace=ns)
+
+    _show_memory(_run(common, body), "promoted", as_json)
+
+
+@app.command()
+def demote(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    tier: Annotated[str, typer.Argument(help="warm or cold")],
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move a memory to a less active tier (pinned and core memories are exempt)."""
+    common = Common(namespace, db, config, as_json)
+    target = _checked(Tier.parse, tier)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+        return await memory.demote(memory_id, target, namespace=ns)
+
+    _show_memory(_run(common, body), "demoted", as_json)
+
+
+# -- life cycle and archive -------------------------------------------------------------------
+
+
+def report_json(report: MaintenanceReport) -> dict[str, Any]:
+    return report.model_dump(mode="json")
+
+
+def print_report(report: MaintenanceReport, console: Console = out) -> None:
+    when = report.now.isoformat(timespec="seconds")
+    if report.skipped:
+        console.print(f"{when}: another sweep of this store is running; skipped")
+        return
+    title = f"sweep at {when}{' (dry run)' if report.dry_run else ''}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("transition")
+    table.add_column("memories", justify="right")
+    for name, n in sorted(report.moved.items()):
+        table.add_row(name, str(n))
+    if not report.moved:
+        table.add_row("nothing due", "0")
+    console.print(table)
+    est = report.archive_estimate
+    if est is not None and est.candidates:
+        console.print(
+            f"archiving would cost {est.summarizer_calls} summariser call(s), "
+            f"~{est.input_tokens} input + ~{est.output_tokens} output tokens, "
+            f"{est.bytes} bytes of originals"
+        )
+    for e in report.errors:
+        console.print(f"[red]{escape(e)}[/]")
+
+
+@app.command()
+def maintain(
+    every: Annotated[
+        str | None, typer.Option(help="repeat every interval, e.g. 6h (Ctrl-C stops)")
+    ] = None,
+    runs: Annotated[
+        int | None, typer.Option(help="with --every: stop after this many sweeps")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="report only, change nothing")] = False,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", help="sweep every namespace of the store")
+    ] = False,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Apply every tier transition that is due, and archive; once, or --every interval."""
+    common = Common(namespace, db, config, as_json)
+    interval = _checked(parse_duration, every) if every else None
+    if runs is not None and runs < 1:
+        _fail("--runs must be at least 1")
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> None:
+        done = 0
+        while True:
+            report = await memory.maintain(
+                dry_run=dry_run, namespace=None if all_namespaces else ns
+            )
+            if as_json:
+                typer.echo(json.dumps(report_json(report), ensure_ascii=False))
+            else:
+                print_report(report)
+            done += 1
+            if interval is None or (runs is not None and done >= runs):
+                return
+            await asyncio.sleep(interval.total_seconds())
+
+    try:
+        _run(common, body)
+    except KeyboardInterrupt:
+        err.print("stopped")
+
+
+@app.command()
+def archive(
+    ids: Annotated[list[str] | None, typer.Argument(metavar="[ID]...")] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(help="archive what has not been used for this long, e.g. 90d"),
+    ] = None,
+    preview: Annotated[
+        bool, typer.Option("--preview", help="show what would go and what it would cost")
+    ] = False,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Archive memories now: the given IDs; or those unused for --older-than; or, with
+    neither, the ones the sweep finds eligible (COLD 180 days, or old and unimportant)."""
+    common = Common(namespace, db, config, as_json)
+    age = _checked(parse_duration, older_than) if older_than else None
+    if ids and age is not None:
+        _fail("give ids or --older-than, not both")
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
+        now = memory.clock.now()
+        candidates = await _archive_candidates(memory, ns, ids, age, now)
+        estimate = await memory.archiver.estimate(ns, candidates, now)
+        result: dict[str, Any] = {
+            "preview": preview,
+            "candidates": [_memory_json(m) for m in candidates],
+            "estimate": estimate.model_dump(mode="json"),
+            "archived": [],
+        }
+        if preview:
+            return result
+        archived: list[str] = []
+        with _progress(len(candidates), "archiving", not as_json) as advance:
+            for m in candidates:
+                if await memory.archive([m.id], namespace=ns, reason="cli"):
+                    archived.append(m.id)
+                advance(1)
+        result["archived"] = archived
+        return result
+
+    result = _run(common, body)
+    if as_json:
+        _emit(result)
+        return
+    candidates = result["candidates"]
+    if not candidates:
+        out.print("nothing to archive")
+        return
+    rows = [
+        [
+            m["id"],
+            tier_label(Tier(m["tier"])),
+            str(m["last_accessed_at"] or m["created_at"])[:10],
+            escape(_short(m["content"], 200)),
+        ]
+        for m in candidates
+    ]
+    verb = "would archive" if preview else "archived"
+    table = _table(
+        f"{verb} {len(candidates)} memory(ies)", ("id", "tier", "last used", "content"), rows
+    )
+    out.print(table)
+    est = result["estimate"]
+    out.print(
+        f"cost: {est['summarizer_calls']} summariser call(s), ~{est['input_tokens']} input + "
+        f"~{est['output_tokens']} output tokens, {est['bytes']} bytes of originals"
+    )
+
+
+async def _archive_candidates(
+    memory: AsyncTieredMemory,
+    ns: str,
+    ids: Sequence[str] | None,
+    age: timedelta | None,
+    now: datetime,
+) -> list[Memory]:
+    if ids:
+        found = await memory.store.get_many(ns, list(ids), with_embeddings=True)
+        for i in ids:
+            if i not in found:
+                where = (
+                    "already archived"
+                    if await memory.store.get_archives(ns, [i])
+                    else ("not found")
+                )
+                raise ValidationError(f"memory {i!r} is {where} in namespace {ns!r}")
+        chosen = [found[i] for i in dict.fromkeys(ids)]
+        for m in chosen:
+            if m.pinned or m.core:
+                raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
+        return chosen
+    if age is None:
+        return await memory.sweep.archive_candidates(ns, now)
+    picked: list[Memory] = []
+    after: str | None = None
+    while True:
+        page = await memory.store.scan(
+            ns,
+            ScanQuery(
+                tiers=LIVE_TIERS,
+                last_used_before=now - age,
+                pinned=False,
+                core=False,
+                after_id=after,
+                limit=500,
+            ),
+        )
+        picked.extend(page)
+        if len(page) < 500:
+            return picked
+        after = page[-1].id
+
+
+@app.command()
+def expand(
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The full original of an archived memory, read back from object storage."""
+    common = Common(namespace, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
+        return await memory.expand(memory_id, namespace=ns)
+
+    document = _run(common, body)
+    if as_json:
+        shown = dict(document)
+        shown.pop("embedding", None)
+        if isinstance(shown.get("memory"), dict):
+            shown["memory"] = {k: v for k, v in shown["memory"].items() if k != "embedding"}
+        _emit(shown)
+        return
+    print_original(document)
+
+
+def print_original(document: dict[str, Any], console: Console = out) -> None:
+    console.print(f"[bold]{escape(str(document.get('original_id')))}[/] (archived original)")
+    console.print(escape(str(document.get("content", ""))))
+    console.print(
+        f"created {document.get('created_at')}, archived {document.get('archived_at')} "
+        f"({document.get('archive_reason')}), importance {document.get('importance_score')}"
+    )
+
+
+# -- import and export -------------------------------------------------------------------------
+
+
+class ExportFormat(str, Enum):
+    json = "json"
+    sqlite = "sqlite"
+
+
+class ImportFormat(str, Enum):
+    auto = "auto"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def export(
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f")] = ExportFormat.json,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="file to write [default for json: stdout]"),
+    ] = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export a namespace: JSON (every field, round-trips through `import`), or a copy
+    in a new SQLite file."""
+    from . import transfer
+
+    common = Common(namespace, db, config, as_json)
+    if fmt is ExportFormat.sqlite and output is None:
+        _fail("--format sqlite needs --output FILE (a new file)")
+    if output is not None and output.exists():
+        _fail(f"{str(output)!r} already exists; export into a new file")
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
+        total = await transfer.count_namespace(memory, ns)
+        with _progress(total, "exporting", output is not None and not as_json) as advance:
+            if fmt is ExportFormat.sqlite:
+                assert output is not None
+                r = await transfer.export_sqlite(memory, ns, output, progress=advance)
+                return {"format": "sqlite", "output": str(output), **r.as_dict()}
+            document = await transfer.export_namespace(memory, ns, progress=advance)
+        text = transfer.dumps(document)
+        if output is None:
+            return {"document": text}
+        output.write_text(text + "\n", encoding="utf-8")
+        return {
+            "format": "json",
+            "output": str(output),
+            "namespace": ns,
+            "memories": len(document["memories"]),
+            "archives": len(document["archives"]),
+            "links": len(document["links"]),
+        }
+
+    result = _run(common, body)
+    if "document" in result:
+        typer.echo(result["document"])
+    elif as_json:
+        _emit(result)
+    else:
+        out.print(
+            f"exported {result['memories']} memories, {result['archives']} archived and "
+            f"{result['links']} links of {result['namespace']!r} to {result['output']}"
+        )
+
+
+@app.command("import")
+def import_(
+    path: Annotated[
+        Path, typer.Argument(help="MEMORY.md, a folder of .md files, or a JSON export")
+    ],
+    fmt: Annotated[ImportFormat, typer.Option("--format", "-f")] = ImportFormat.auto,
+    importance: Annotated[float, typer.Option(help="markdown: importance of each note")] = 0.5,
+    skip_existing: Annotated[
+        bool, typer.Option("--skip-existing", help="json: skip ids already in the namespace")
+    ] = False,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import markdown notes (one memory per bullet or paragraph, headings as context,
+    type detected, source = file) or a JSON export (into --namespace, default its own)."""
+    from . import transfer
+
+    common = Common(namespace, db, config, as_json)
+    kind = fmt
+    if kind is ImportFormat.auto:
+        kind = ImportFormat.json if path.suffix.lower() == ".json" else ImportFormat.markdown
+
+    async def body(memory: AsyncTieredMemory, ns: str) -> transfer.ImportResult:
+        if kind is ImportFormat.json:
+            document = transfer.load_document(path)
+            total = len(document.get("memories", [])) + len(document.get("archives", []))
+            with _progress(total, "importing", not as_json) as advance:
+                return await transfer.import_document(
+                    memory,
+                    document,
+                    namespace=common.namespace,
+                    skip_existing=skip_existing,
+                    progress=advance,
+                )
+        notes, _ = transfer.read_markdown(path)
+        with _progress(len(notes), "importing", not as_json) as advance:
+            return await transfer.import_markdown(
+                memory, path, namespace=ns, importance=importance, progress=advance
+            )
+
+    if not path.exists():
+        _fail(f"{str(path)!r} does not exist")
+    result = _run(common, body)
+    if as_json:
+        _emit(result.as_dict())
+        return
+    extra = (
+        f", {result.archives} archived, {result.links} links" if kind is ImportFormat.json else ""
+    )
+    out.print(
+        f"imported {result.memories} memories{extra} into {result.namespace!r}"
+        + (f" ({len(result.skipped)} already there)" if result.skipped else "")
+    )
+
+
+# -- demo ---------------------------------------------------------------------------------------
+
+
+@app.command()
+def demo(
+    embedder: Annotated[
+        str, typer.Option(help="auto (local model if installed and on disk), hashing or local")
+    ] = "auto",
+    keep: Annotated[
+        Path | None, typer.Option(help="keep the demo store in this new folder")
+    ] = None,
+    namespace: NamespaceOpt = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Play a few months of a user's conversation on a fresh store and a simulated clock:
+    tiers moving, a budgeted recall, an archived memory found with --deep, expand."""
+    from .demo import run_demo
+
+    if db is not None or config is not None:
+        _fail("the demo always runs on a fresh embedded store; use --keep FOLDER to keep it")
+    if embedder not in ("auto", "hashing", "local"):
+        _fail(f"unknown embedder {embedder!r}; expected auto, hashing or local")
+    try:
+        summary = run_demo(
+            console=Console(file=sys.stderr) if as_json else out,
+            embedder=embedder,
+            keep=keep,
+            namespace=namespace or "demo-user",
+        )
+    except TieredMemoryError as e:
+        _fail(str(e))
+    if as_json:
+        _emit(summary)
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console script: usage errors are one line too (exit 2), like every other."""
+    try:
+        code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except TieredMemoryError as e:
+        typer.echo(f"error: {' '.join(str(e).split())}", err=True)
+        sys.exit(1)
+    except Exception as e:
+        # click's usage errors (typer >= 0.2x vendors click, so match by shape, not class)
+        message = getattr(e, "format_message", None)
+        if not callable(message) or not hasattr(e, "exit_code"):
+            raise
+        typer.echo(f"error: {' '.join(str(message()).split())}", err=True)
+        sys.exit(int(getattr(e, "exit_code", 2)) or 2)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
