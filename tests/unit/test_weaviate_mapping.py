@@ -178,7 +178,7 @@ def test_near_identical_namespaces_never_share_a_tenant() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=80))
+@given(st.text(st.characters(codec="utf-8"), min_size=1, max_size=80))
 def test_every_namespace_maps_to_a_valid_reversible_tenant(namespace: str) -> None:
     name = tenant_name(namespace)
     assert TENANT_RE.match(name)
@@ -428,8 +428,9 @@ def test_only_content_is_searchable_and_filtered_props_are_indexed() -> None:
     for name in filtered | {"pinned", "do_not_inject", "created_at", "last_used_at"}:
         assert by_name[name].indexFilterable is True, name
     for name in ("id_key", "tier", "memory_type"):
-        assert by_name[name].tokenization is not None
-        assert by_name[name].tokenization.value == "field"  # whole-value matches
+        tokenization = by_name[name].tokenization
+        assert tokenization is not None
+        assert tokenization.value == "field"  # whole-value matches
 
 
 @pytest.mark.parametrize(
@@ -587,30 +588,30 @@ def test_tier_condition_outside_the_collection_matches_nothing(
         search_where("ns", tiers, held, SearchFilter())
 
 
-EVERYTHING = {"include_forgotten": True, "include_superseded": True}
+def everything(**fields: Any) -> SearchFilter:
+    """A filter showing forgotten and superseded memories, plus `fields`."""
+    return SearchFilter(include_forgotten=True, include_superseded=True, **fields)
 
 
 @pytest.mark.parametrize(
     ("filters", "expected"),
     [
-        (SearchFilter(pinned=True, **EVERYTHING), Filter.by_property("pinned").equal(True)),
-        (SearchFilter(pinned=False, **EVERYTHING), Filter.by_property("pinned").equal(False)),
+        (everything(pinned=True), Filter.by_property("pinned").equal(True)),
+        (everything(pinned=False), Filter.by_property("pinned").equal(False)),
         (
-            SearchFilter(memory_types=frozenset({MemoryType.PROJECT}), **EVERYTHING),
+            everything(memory_types=frozenset({MemoryType.PROJECT})),
             Filter.by_property("memory_type").contains_any(["project"]),
         ),
         (
-            SearchFilter(
-                memory_types=frozenset({MemoryType.EPISODIC, MemoryType.FACTUAL}), **EVERYTHING
-            ),
+            everything(memory_types=frozenset({MemoryType.EPISODIC, MemoryType.FACTUAL})),
             Filter.by_property("memory_type").contains_any(["episodic", "factual"]),
         ),
         (
-            SearchFilter(ids=frozenset({"b", "a"}), **EVERYTHING),
+            everything(ids=frozenset({"b", "a"})),
             Filter.by_id().contains_any([object_uuid("ns", "a"), object_uuid("ns", "b")]),
         ),
         (
-            SearchFilter(metadata=(MetadataFilter("color", "eq", "red"),), **EVERYTHING),
+            everything(metadata=(MetadataFilter("color", "eq", "red"),)),
             prop("color", "s").equal("red"),
         ),
     ],
