@@ -298,12 +298,17 @@ class AssociationGraphContract:
         a, b = namespace, other_namespace
         await self.chain(graph, a)
         await self.chain(graph, b)
+        # paths that exist only in b must never be walked from a, at any depth
+        await graph.upsert_links(b, [link("b", "b-only", 1.0), link("b-only", "b-far", 1.0)])
+        assert await graph.links_of(a, ["b-only"]) == []
+        deep = {n.id for n in await graph.neighbors(a, ["a"], depth=3)}
+        assert deep == {"b", "c", "d", "e", "f"}
         await graph.strengthen(a, [("a", "b"), ("a", "new")], 0.05, T0)
         await graph.upsert_links(a, [link("c", "f", 0.99)])
         assert await graph.unlink(a, [("d", "e")]) == 1
         assert weights(await graph.drop_nodes(a, ["c"])) == {("c", "a"): 0.5, ("c", "f"): 0.99}
         # b is exactly as it was
-        assert await graph.count_links(b) == len(CHAIN)
+        assert await graph.count_links(b) == len(CHAIN) + 2
         assert weights(await graph.links_of(b, ["a", "c", "d"])) == {
             ("a", "b"): 0.9,
             ("a", "c"): 0.5,
@@ -320,7 +325,7 @@ class AssociationGraphContract:
             ("new", 0.05, 1),
         ]
         await graph.clear(a)
-        assert await graph.count_links(b) == len(CHAIN)
+        assert await graph.count_links(b) == len(CHAIN) + 2
 
     async def test_hostile_ids_are_matched_literally(
         self, graph: AssociationGraph, namespace: str

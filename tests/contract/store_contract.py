@@ -26,9 +26,10 @@ Conventions the suite pins down (the port leaves them open):
   memories that have no archive record; both return how many they moved.
 - `update_archive` of a missing record is a NotFoundError.
 - Metadata filters match top-level keys literally. eq/ne/in/nin compare JSON values by
-  type (1 == 1.0, but "1" != 1 and true != 1); gt..lte compare numbers with numbers,
-  strings with strings; contains is list membership or substring; exists (value True
-  or None) / not exists (False).
+  type (1 == 1.0, but "1" != 1 and true != 1), and ne/nin also match memories that
+  lack the key; gt..lte compare numbers with numbers, strings with strings (by UTF-8
+  bytes); contains is list membership or substring; exists (value True or None) /
+  not exists (False).
 """
 
 from __future__ import annotations
@@ -111,9 +112,23 @@ HOSTILE_IDS = [
 
 # Metadata of four memories, and (filters, ids they match) for every FilterOp.
 METADATA: dict[str, dict[str, Any]] = {
-    "m1": {"color": "red", "size": 1, "tags": ["a", "b"], "note": "hello world", "flag": True},
-    "m2": {"color": "blue", "size": 5, "tags": ["b"], "note": "goodbye", "flag": False},
-    "m3": {"color": "green", "size": 10, "tags": [], "note": "hello there", "flag": True},
+    "m1": {
+        "color": "red",
+        "size": 1,
+        "tags": ["a", "b"],
+        "note": "hello world",
+        "flag": True,
+        "code": "1",
+    },
+    "m2": {"color": "blue", "size": 5, "tags": ["b"], "note": "goodbye", "flag": False, "code": 1},
+    "m3": {
+        "color": "green",
+        "size": 10,
+        "tags": [],
+        "note": "hello there",
+        "flag": True,
+        "code": True,
+    },
     "m4": {"color": "red", "size": 2.5},
 }
 METADATA_CASES: list[tuple[tuple[MetadataFilter, ...], set[str]]] = [
@@ -132,6 +147,14 @@ METADATA_CASES: list[tuple[tuple[MetadataFilter, ...], set[str]]] = [
     ((MetadataFilter("tags", "exists"),), {"m1", "m2", "m3"}),
     ((MetadataFilter("tags", "exists", False),), {"m4"}),
     ((MetadataFilter("color", "eq", "red"), MetadataFilter("size", "gt", 1)), {"m4"}),
+    # equality is typed: "1", 1 and true are three different values
+    ((MetadataFilter("code", "eq", 1),), {"m2"}),
+    ((MetadataFilter("code", "eq", "1"),), {"m1"}),
+    ((MetadataFilter("code", "eq", True),), {"m3"}),
+    ((MetadataFilter("code", "in", [1, "x"]),), {"m2"}),
+    # ne and nin also match memories that lack the key
+    ((MetadataFilter("code", "ne", 1),), {"m1", "m3", "m4"}),
+    ((MetadataFilter("code", "nin", ["1", True]),), {"m2", "m4"}),
 ]
 
 
@@ -1003,13 +1026,13 @@ class MemoryStoreContract:
     async def test_transaction_rolls_back_on_exception(
         self, store: MemoryStore, namespace: str
     ) -> None:
-        await self.put(store, namespace, self.memory("kept"))
+        await self.put(store, namespace, self.memory("kept", embedding=self.vec(0, 1)))
         # warm any search cache first, so a rollback must also undo cached state
         await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=5)
 
         async def fail_midway() -> None:
             async with store.transaction():
-                await self.put(store, namespace, self.memory("a"))
+                await self.put(store, namespace, self.memory("a", axis=0))  # closer to q(0)
                 await store.patch_many(namespace, ["kept"], MemoryPatch(pinned=True))
                 raise RuntimeError("boom")
 
@@ -1019,8 +1042,13 @@ class MemoryStoreContract:
         if self.transactional:
             assert set(found) == {"kept"}
             assert found["kept"].pinned is False
-            hits = await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=5)
+            hits = await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=1)
             assert [h.memory.id for h in hits] == ["kept"]
+            pinned = SearchFilter(pinned=True)
+            assert (
+                await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=5, filters=pinned)
+                == []
+            )
         else:
             assert set(found) == {"a", "kept"}
 

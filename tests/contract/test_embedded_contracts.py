@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
+import sqlite3
 from collections.abc import AsyncIterator
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
+import numpy as np
 import pytest
 
-from tiered_memory.archives.local import LocalFolderObjectStore
+from tiered_memory.archives.local import (
+    MAX_NAME,
+    LocalFolderObjectStore,
+    decode_name,
+    encode_name,
+)
+from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
+from tiered_memory.ports import MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.stores.sqlite_query import MAX_QUERY_TERMS, fts_match, metadata_sql
+from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .graph_contract import AssociationGraphContract
-from .object_store_contract import ObjectStoreContract
+from .object_store_contract import HOSTILE_KEYS, ObjectStoreContract
 from .store_contract import MemoryStoreContract
 
 
@@ -47,3 +66,423 @@ class TestLocalFolderObjectStore(ObjectStoreContract):
             yield objects
         finally:
             await objects.close()
+
+
+# -- what only the embedded backends promise -----------------------------------------------
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def memory(memory_id: str, vector: list[float], **fields: Any) -> Memory:
+    return Memory(
+        id=memory_id,
+        content=fields.pop("content", f"memory {memory_id}"),
+        embedding=vector,
+        created_at=T0,
+        updated_at=T0,
+        **fields,
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteMemoryStore]:
+    store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+class TestSQLiteFile:
+    async def test_durability_pragmas_and_schema_version(self, store: SQLiteMemoryStore) -> None:
+        with store.database.read() as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+            assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert version.fetchone()[0] == str(SCHEMA_VERSION)
+
+    async def test_data_survives_reopening(self, tmp_path: Path) -> None:
+        path = tmp_path / "memory.db"
+        first = await SQLiteMemoryStore.open(path)
+        await first.put_many("ns", [memory("a", [1.0, 0.0])])
+        await first.close()
+        again = await SQLiteMemoryStore.open(path)  # schema creation is idempotent
+        try:
+            assert set(await again.get_many("ns", ["a"])) == {"a"}
+            assert await again.dimension() == 2
+        finally:
+            await again.close()
+
+    async def test_garbage_file_is_refused_at_open(self, tmp_path: Path) -> None:
+        path = tmp_path / "garbage.db"
+        path.write_bytes(b"this is not a database" * 500)
+        with pytest.raises(BackendUnavailableError, match="not a SQLite database"):
+            await SQLiteMemoryStore.open(path)
+
+    @pytest.mark.parametrize("verify", [True, False])
+    async def test_truncated_file_is_refused_at_open(self, tmp_path: Path, verify: bool) -> None:
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path)
+        await store.put_many(
+            "ns", [memory(f"m{i}", [float(i), 1.0], content="x" * 2000) for i in range(200)]
+        )
+        await store.close()  # checkpoints the WAL into the main file
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        with pytest.raises(BackendUnavailableError):
+            await SQLiteMemoryStore.open(path, verify=verify)
+
+    async def test_corrupt_pages_are_refused_at_open(self, tmp_path: Path) -> None:
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path)
+        await store.put_many(
+            "ns", [memory(f"m{i}", [1.0, 1.0], content="y" * 3000) for i in range(50)]
+        )
+        await store.close()
+        data = bytearray(path.read_bytes())
+        page = 4096
+        data[page * 3 : page * 6] = b"\xff" * (page * 3)  # scribble over b-tree pages
+        path.write_bytes(bytes(data))
+        with pytest.raises(BackendUnavailableError):
+            await SQLiteMemoryStore.open(path)
+
+    async def test_a_directory_is_a_configuration_error(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigurationError):
+            await SQLiteMemoryStore.open(tmp_path)
+
+    async def test_newer_schema_is_refused(self, tmp_path: Path) -> None:
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path)
+        with store.database.write() as conn:
+            conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+        await store.close()
+        with pytest.raises(ConfigurationError, match="upgrade"):
+            await SQLiteMemoryStore.open(path)
+
+    async def test_closed_store_raises_a_typed_error(self, tmp_path: Path) -> None:
+        store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+        await store.close()
+        await store.close()  # idempotent
+        with pytest.raises(BackendUnavailableError, match="closed"):
+            await store.get_many("ns", ["a"])
+
+    async def test_a_locked_file_times_out_with_a_typed_error(self, tmp_path: Path) -> None:
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path, busy_timeout=0.2)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+            with pytest.raises(BackendUnavailableError, match="locked"):
+                await store.put_many("ns", [memory("a", [1.0, 0.0])])
+            other.execute("ROLLBACK")
+            await store.put_many("ns", [memory("a", [1.0, 0.0])])
+            assert set(await store.get_many("ns", ["a"])) == {"a"}
+        finally:
+            other.close()
+            await store.close()
+
+    async def test_in_memory_database_for_tests(self) -> None:
+        store = await SQLiteMemoryStore.open(":memory:")
+        try:
+            await store.put_many("ns", [memory("a", [1.0, 0.0])])
+            assert set(await store.get_many("ns", ["a"])) == {"a"}
+        finally:
+            await store.close()
+
+    async def test_dimension_is_forgotten_once_the_file_is_empty(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        await store.put_many("ns", [memory("a", [1.0, 0.0])])
+        await store.delete_many("ns", ["a"])
+        assert await store.dimension() is None
+        await store.put_many("ns", [memory("b", [1.0, 0.0, 0.0])])
+        assert await store.dimension() == 3
+        await store.clear(None)
+        assert await store.dimension() is None
+
+
+class TestSQLiteConcurrency:
+    async def test_writes_from_another_connection_reach_the_vector_cache(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "memory.db"
+        reader = await SQLiteMemoryStore.open(path)
+        writer = await SQLiteMemoryStore.open(path)
+        try:
+            await writer.put_many("ns", [memory("a", [1.0, 0.0])])
+            q = np.asarray([1.0, 0.0], dtype=np.float32)
+            hits = await reader.vector_search("ns", q, tiers=LIVE_TIERS, k=5)
+            assert [h.memory.id for h in hits] == ["a"]  # the reader's cache is now warm
+            await writer.put_many("ns", [memory("b", [1.0, 0.1])])
+            await writer.patch_many("ns", ["a"], MemoryPatch(do_not_inject=True))
+            hits = await reader.vector_search("ns", q, tiers=LIVE_TIERS, k=5)
+            assert [h.memory.id for h in hits] == ["b"]
+            await writer.set_tier("ns", ["b"], Tier.COLD, T0)
+            assert await reader.vector_search("ns", q, tiers=ACTIVE_TIERS, k=5) == []
+        finally:
+            await reader.close()
+            await writer.close()
+
+    async def test_other_tasks_wait_for_an_open_transaction(self, store: SQLiteMemoryStore) -> None:
+        inside = asyncio.Event()
+        release = asyncio.Event()
+        order: list[str] = []
+
+        async def transaction_that_fails() -> None:
+            async with store.transaction():
+                await store.put_many("ns", [memory("tx", [1.0, 0.0])])
+                inside.set()
+                await release.wait()
+                order.append("tx done")
+                raise RuntimeError("rolled back")
+
+        async def bystander() -> None:
+            await inside.wait()
+            await store.put_many("ns", [memory("other", [0.0, 1.0])])
+            order.append("bystander wrote")
+
+        tx = asyncio.create_task(transaction_that_fails())
+        by = asyncio.create_task(bystander())
+        await inside.wait()
+        await asyncio.sleep(0.05)
+        assert order == []  # the bystander is waiting, not writing into the transaction
+        release.set()
+        with pytest.raises(RuntimeError):
+            await tx
+        await by
+        assert order == ["tx done", "bystander wrote"]
+        # the rollback took only the transaction's own write
+        assert set(await store.get_many("ns", ["tx", "other"])) == {"other"}
+
+    async def test_tasks_started_inside_a_transaction_join_it(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        async def fail() -> None:
+            async with store.transaction():
+                await asyncio.gather(
+                    store.put_many("ns", [memory("a", [1.0, 0.0])]),
+                    store.put_many("ns", [memory("b", [0.0, 1.0])]),
+                )
+                raise RuntimeError("undo both")
+
+        with pytest.raises(RuntimeError):
+            await asyncio.wait_for(fail(), timeout=5)
+        assert await store.get_many("ns", ["a", "b"]) == {}
+
+    async def test_nested_transactions_use_savepoints(self, store: SQLiteMemoryStore) -> None:
+        async with store.transaction():
+            await store.put_many("ns", [memory("outer", [1.0, 0.0])])
+            with contextlib.suppress(RuntimeError):
+                async with store.transaction():
+                    await store.put_many("ns", [memory("inner", [0.0, 1.0])])
+                    raise RuntimeError("undo the inner block only")
+        assert set(await store.get_many("ns", ["outer", "inner"])) == {"outer"}
+
+    async def test_store_and_graph_roll_back_together(self, store: SQLiteMemoryStore) -> None:
+        graph = SQLiteAssociationGraph(store.database)
+
+        async def fail() -> None:
+            async with store.transaction():
+                await store.put_many("ns", [memory("a", [1.0, 0.0]), memory("b", [0.0, 1.0])])
+                await graph.upsert_links("ns", [Link(source="a", target="b", weight=0.5)])
+                raise RuntimeError("undo")
+
+        with pytest.raises(RuntimeError):
+            await fail()
+        assert await store.get_many("ns", ["a", "b"]) == {}
+        assert await graph.count_links("ns") == 0
+        await graph.close()  # does not close the store's file
+        assert await store.get_many("ns", ["a"]) == {}
+
+    async def test_graph_opened_on_its_own(self, tmp_path: Path) -> None:
+        graph = await SQLiteAssociationGraph.open(tmp_path / "graph.db")
+        try:
+            await graph.upsert_links("ns", [Link(source="a", target="b", weight=0.5)])
+            assert await graph.count_links("ns") == 1
+        finally:
+            await graph.close()
+        with pytest.raises(BackendUnavailableError):
+            await graph.count_links("ns")
+
+
+class TestVectorCacheConsistency:
+    async def test_cache_matches_brute_force_after_random_writes(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        """Every kind of write, interleaved with searches, against a numpy oracle."""
+        rng = random.Random(7)
+        dim = 6
+        ns_list = ["n1", "n2"]
+        next_id = 0
+        for step in range(300):
+            ns = rng.choice(ns_list)
+            live = await store.list_ids(ns, limit=10_000)
+            archived = await store.list_ids(ns, tiers=frozenset({Tier.ARCHIVED}), limit=10_000)
+            action = rng.random()
+            if action < 0.35 or not live:
+                batch = []
+                for _ in range(rng.randint(1, 4)):
+                    next_id += 1
+                    vector = [rng.uniform(-1, 1) for _ in range(dim)]
+                    tier = rng.choice([Tier.HOT, Tier.WARM, Tier.COLD])
+                    batch.append(memory(f"m{next_id:04d}", vector, tier=tier))
+                await store.put_many(ns, batch)
+            elif action < 0.5:
+                await store.set_tier(
+                    ns, rng.sample(live, min(3, len(live))), rng.choice(list(LIVE_TIERS)), T0
+                )
+            elif action < 0.65:
+                await store.patch_many(
+                    ns,
+                    rng.sample(live, min(2, len(live))),
+                    MemoryPatch(do_not_inject=rng.random() < 0.5, pinned=rng.random() < 0.5),
+                )
+            elif action < 0.75:
+                await store.delete_many(ns, [rng.choice(live)])
+            elif action < 0.87:
+                victim = rng.choice(live)
+                record = ArchiveRecord(
+                    id=victim,
+                    namespace=ns,
+                    summary="s",
+                    summary_embedding=[rng.uniform(-1, 1) for _ in range(dim)],
+                    storage_ref="file:///x",
+                    size_bytes=1,
+                    checksum="0" * 64,
+                    created_at=T0,
+                    archived_at=T0,
+                    archive_reason="test",
+                )
+                await store.archive_many(ns, [record])
+            elif archived:
+                back = rng.choice(archived)
+                await store.unarchive_many(
+                    ns, [memory(back, [rng.uniform(-1, 1) for _ in range(dim)])]
+                )
+            if step % 3 == 0:
+                await self._check(store, ns, dim, rng)
+
+    async def _check(self, store: SQLiteMemoryStore, ns: str, dim: int, rng: random.Random) -> None:
+        q = np.asarray([rng.uniform(-1, 1) for _ in range(dim)], dtype=np.float32)
+        tiers = frozenset(rng.sample(sorted(LIVE_TIERS), rng.randint(1, 3)))
+        filters = SearchFilter(pinned=rng.choice([None, True, False]))
+        got = await store.vector_search(ns, q, tiers=tiers, k=5, filters=filters)
+        everything = await store.scan(ns, ScanQuery(tiers=tiers, limit=10_000))
+        allowed = [
+            m
+            for m in everything
+            if not m.do_not_inject and (filters.pinned is None or m.pinned == filters.pinned)
+        ]
+        full = await store.get_many(ns, [m.id for m in allowed], with_embeddings=True)
+        qn = q / np.linalg.norm(q)
+        expected = sorted(
+            (
+                (float(np.dot(qn, v) / np.linalg.norm(v)), mid)
+                for mid, m in full.items()
+                for v in [np.asarray(m.embedding, dtype=np.float32)]
+            ),
+            key=lambda t: (-t[0], t[1]),
+        )[:5]
+        assert [h.memory.id for h in got] == [mid for _, mid in expected]
+        assert [h.score for h in got] == pytest.approx([s for s, _ in expected], abs=1e-5)
+        archive_hits = await store.search_archives(ns, q, k=3)
+        records = await store.scan_archives(ns, limit=10_000)
+        oracle = sorted(
+            (
+                float(np.dot(qn, v) / np.linalg.norm(v)),
+                r.id,
+            )
+            for r in records
+            for v in [np.asarray(r.summary_embedding, dtype=np.float32)]
+        )
+        best = [rid for _, rid in sorted(oracle, key=lambda t: (-t[0], t[1]))[:3]]
+        assert [h.record.id for h in archive_hits] == best
+
+
+class TestQueryTranslation:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("hello world", '"hello" OR "world"'),
+            ('say "hi"', '"say" OR "hi"'),
+            ("AND OR NOT", '"AND" OR "OR" OR "NOT"'),
+            ("NEAR(a, b)", '"NEAR" OR "a" OR "b"'),
+            ("'; DROP TABLE memories; --", '"DROP" OR "TABLE" OR "memories"'),
+            ("col:value*", '"col" OR "value"'),
+            ("caf\u00e9 caf\u00e9", '"caf\u00e9"'),
+            ("snake_case", '"snake" OR "case"'),
+            ('" * ) (', None),
+            ("", None),
+        ],
+    )
+    def test_fts_match_quotes_every_word(self, text: str, expected: str | None) -> None:
+        assert fts_match(text) == expected
+
+    def test_fts_match_caps_the_number_of_terms(self) -> None:
+        match = fts_match(" ".join(f"w{i}" for i in range(500)))
+        assert match is not None
+        assert match.count(" OR ") == MAX_QUERY_TERMS - 1
+
+    @pytest.mark.parametrize("op", ["gt", "lt"])
+    def test_ordering_filters_refuse_non_scalars(self, op: str) -> None:
+        with pytest.raises(ValidationError):
+            metadata_sql(MetadataFilter("k", op, [1, 2]))  # type: ignore[arg-type]
+
+    def test_unknown_filter_op_is_refused(self) -> None:
+        with pytest.raises(ValidationError, match="unknown metadata filter op"):
+            metadata_sql(MetadataFilter("k", "regex", "x"))  # type: ignore[arg-type]
+
+
+def _tree(root: Path) -> list[Path]:
+    return list(root.rglob("*"))
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+class TestLocalFolderLayout:
+    @pytest.mark.parametrize("key", HOSTILE_KEYS)
+    def test_encoded_names_are_plain_and_short(self, key: str) -> None:
+        name = encode_name(key)
+        assert set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789-_%ABCDEF~")
+        assert not name.startswith(".")
+        assert len(name) <= MAX_NAME
+        assert decode_name(name) in (key, None)
+
+    def test_names_are_case_and_normalisation_safe(self) -> None:
+        names = {encode_name(k) for k in ("Key", "key", "KEY", "\u00e9", "e\u0301")}
+        assert len({n.lower() for n in names}) == 5
+
+    def test_windows_device_names_are_escaped(self) -> None:
+        assert encode_name("con") == "%63on"
+        assert decode_name("%63on") == "con"
+
+    async def test_hostile_names_stay_inside_the_root(self, tmp_path: Path) -> None:
+        root = tmp_path / "archive"
+        objects = LocalFolderObjectStore(root)
+        for ns in ("../up", "/", ".."):
+            for key in HOSTILE_KEYS:
+                await objects.put(ns, key, b"x")
+        everything = _tree(tmp_path)
+        assert [p for p in everything if root not in p.parents and p != root] == []
+        files = [p for p in everything if p.is_file()]
+        # every file sits exactly at {root}/{namespace}/{name}, and none is left half-written
+        assert {p.parent.parent for p in files} == {root}
+        assert len({p.parent for p in files}) == 3
+        assert not [p for p in files if p.name.endswith(".tmp")]
+
+    async def test_ref_is_a_file_uri_of_the_object(self, tmp_path: Path) -> None:
+        objects = LocalFolderObjectStore(tmp_path / "archive")
+        await objects.put("ns", "a/b", b"payload")
+        ref = objects.ref("ns", "a/b")
+        assert ref.startswith("file://")
+        assert _read(Path(url2pathname(urlparse(ref).path))) == b"payload"
+
+    async def test_nothing_is_created_before_the_first_write(self, tmp_path: Path) -> None:
+        objects = LocalFolderObjectStore(tmp_path / "archive")
+        assert await objects.list("ns") == []
+        assert await objects.head("ns", "k") is None
+        assert not (tmp_path / "archive").exists()
