@@ -23,7 +23,7 @@ def run_sync(memory: TieredMemory, coro: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine of `memory.aio` to completion from sync code.
 
     The core has no public "run this coroutine on the facade's loop" call yet, so this
-    uses the facade's loop thread directly; it is the one private access of the package.
+    uses the facade's loop thread directly: the one private attribute this package touches.
     """
     return memory._loop.run(coro)
 
