@@ -113,3 +113,15 @@ def test_unknown_call_arguments_are_refused(mem: TieredMemory) -> None:
     retriever = TieredMemoryRetriever(memory=mem, namespace=NS)
     with pytest.raises(TypeError, match="tiers"):
         retriever.invoke("tea", tiers=["hot"])
+
+
+def test_deep_retrieval_marks_archived_summaries(mem: TieredMemory) -> None:
+    ids = seed(mem)
+    assert mem.archive([ids[3]], namespace=NS) == 1
+    deep = TieredMemoryRetriever(memory=mem, namespace=NS, k=5, deep=True).invoke(
+        "Baker Street shop"
+    )
+    [archived] = [d for d in deep if d.id == ids[3]]
+    assert archived.metadata["archived"] is True
+    assert archived.metadata["tier"] == Tier.ARCHIVED.value
+    assert "Baker Street" in archived.page_content  # the summary keeps the name
