@@ -955,3 +955,10 @@ async def test_transaction_is_a_no_op_context() -> None:
     with pytest.raises(RuntimeError):
         async with store.transaction():
             raise RuntimeError("propagates")
+
+
+async def test_connect_closes_what_it_built_when_opening_fails() -> None:
+    with pytest.raises(ConfigurationError):
+        await WeaviateMemoryStore.connect(url="not-a-url")
+    with pytest.raises(ConfigurationError):
+        await WeaviateMemoryStore.connect(url="http://x", prefix="bad prefix")

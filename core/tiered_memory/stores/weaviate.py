@@ -468,6 +468,24 @@ class WeaviateMemoryStore:
             auth_credentials=self._api_key,
         )
 
+    @classmethod
+    async def connect(
+        cls,
+        client: weaviate.WeaviateAsyncClient | None = None,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        prefix: str = "TieredMemory",
+        **options: Any,
+    ) -> WeaviateMemoryStore:
+        """Build and open a store in one step (`options` as for the constructor)."""
+        store = cls(client, url=url, api_key=api_key, prefix=prefix, **options)
+        try:
+            return await store.open()
+        except BaseException:
+            await store.close()  # a client we built must not leak
+            raise
+
     async def open(self) -> WeaviateMemoryStore:
         """Connect (if the store owns the client) and create the schema; idempotent."""
         if self._opened:
