@@ -19,7 +19,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from . import validation
-from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
+from .errors import (
+    ArchiveIntegrityError,
+    BackendUnavailableError,
+    NotFoundError,
+    TieredMemoryError,
+)
 from .models import ArchiveEstimate, ArchiveRecord, Link, Memory, Tier
 from .policy import Policy
 from .ports import (
@@ -104,13 +109,17 @@ def memory_from_document(document: dict[str, Any]) -> Memory:
 async def with_retries(
     call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float, what: str
 ) -> T:
-    """Exponential backoff with jitter for transient failures of remote services."""
+    """Exponential backoff with jitter for transient failures of remote services.
+
+    Only outages are retried; a configuration or input error fails at once, because
+    retrying a bad API key five times only delays the message that says so.
+    """
     attempt = 0
     while True:
         try:
             return await call()
-        except (TieredMemoryError, OSError, asyncio.TimeoutError) as e:
-            if isinstance(e, (NotFoundError, ArchiveIntegrityError)) or attempt >= retries:
+        except (BackendUnavailableError, OSError, asyncio.TimeoutError) as e:
+            if attempt >= retries:
                 raise
             delay = base_delay * (2**attempt) * (0.5 + random.random() / 2)
             log.info("%s failed (%s); retry %d in %.2fs", what, e, attempt + 1, delay)
@@ -213,10 +222,12 @@ class Archiver:
             return links
         return [Link.model_validate(x) for x in document.get("links", [])]
 
-    def estimate(self, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
-        """Cost of archiving `memories`: summariser calls and tokens, bytes to store."""
+    async def estimate(self, ns: str, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
+        """Cost of archiving `memories`: summariser calls and tokens, bytes to store
+        (the originals are serialised for real, embeddings included)."""
         est = ArchiveEstimate(candidates=len(memories), summarizer_calls=len(memories))
-        for memory in memories:
+        full = await self.store.get_many(ns, [m.id for m in memories], with_embeddings=True)
+        for memory in (full.get(m.id, m) for m in memories):
             est.input_tokens += (
                 SUMMARY_PROMPT_TOKENS + SUMMARY_CONTEXT_TOKENS + self.tokens.count(memory.content)
             )

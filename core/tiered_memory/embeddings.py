@@ -8,6 +8,7 @@ framework has to be installed for the other to work.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import zlib
@@ -194,13 +195,22 @@ class SentenceTransformerEmbedder:
 
 
 def as_embedder(obj: Any) -> Embedder:
-    """Accept our Embedder, a LangChain Embeddings or a LlamaIndex BaseEmbedding."""
-    if isinstance(obj, Embedder):
-        return obj
+    """Accept our Embedder, a LangChain Embeddings or a LlamaIndex BaseEmbedding.
+
+    The frameworks are recognised first: a LangChain `Embeddings` has methods named
+    like ours (`embed_documents`, `embed_query`) but they are synchronous, and a
+    runtime Protocol check compares names only.
+    """
     if hasattr(obj, "aget_text_embedding_batch") and hasattr(obj, "aget_query_embedding"):
         return LlamaIndexEmbedder(obj)
     if hasattr(obj, "aembed_documents") and hasattr(obj, "aembed_query"):
         return LangChainEmbedder(obj)
+    if (
+        isinstance(obj, Embedder)
+        and inspect.iscoroutinefunction(obj.embed_documents)
+        and inspect.iscoroutinefunction(obj.embed_query)
+    ):
+        return obj
     raise ConfigurationError(
         f"{type(obj).__name__} is not an embedder: pass a tiered_memory Embedder, a LangChain "
         "Embeddings or a LlamaIndex BaseEmbedding"

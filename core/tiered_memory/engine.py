@@ -7,6 +7,7 @@ budget packing in `budget`.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import itertools
 import logging
@@ -79,7 +80,7 @@ class MemoryInput(BaseModel):
 
     content: str
     memory_type: MemoryType | str = MemoryType.EPISODIC
-    importance: float = 0.5
+    importance: float = 0.4
     metadata: dict[str, Any] | None = None
     source: str = "api"
     pinned: bool = False
@@ -247,7 +248,7 @@ class AsyncTieredMemory:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         memory_type: MemoryType | str = MemoryType.EPISODIC,
-        importance: float = 0.5,
+        importance: float = 0.4,
         metadata: Mapping[str, Any] | None = None,
         source: str = "api",
         pinned: bool = False,
@@ -417,6 +418,11 @@ class AsyncTieredMemory:
         tiers = frozenset({t}) if t is not None else LIVE_TIERS
         return await self.store.scan(ns, ScanQuery(tiers=tiers, after_id=after_id, limit=limit))
 
+    async def namespaces(self, *, prefix: str = "") -> builtins.list[str]:
+        """Namespaces holding memories or archive records (an operator's view: the
+        only call that spans namespaces, and it returns names, never contents)."""
+        return sorted(ns for ns in await self.store.namespaces() if ns.startswith(prefix))
+
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
         ns = self._ns(namespace)
         stats = await self.store.stats(ns)
@@ -439,14 +445,28 @@ class AsyncTieredMemory:
         memory_types: Sequence[MemoryType | str] | None = None,
         metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
         include_forgotten: bool = False,
+        ids: Sequence[str] | None = None,
+        query_embedding: Sequence[float] | Vector | None = None,
     ) -> SearchResults:
-        """Ranked hits, best first; nothing is recorded as used (see `recall`)."""
+        """Ranked hits, best first; nothing is recorded as used (see `recall`).
+
+        `query_embedding` skips embedding the query (frameworks that embed it already);
+        `query` still drives the lexical signal. `ids` restricts the candidates.
+        """
         ns = self._ns(namespace)
         validation.check_k(k)
         plan = self._plan(
-            k, deep, include_archived, tiers, weights, memory_types, metadata, include_forgotten
+            k,
+            deep,
+            include_archived,
+            tiers,
+            weights,
+            memory_types,
+            metadata,
+            include_forgotten,
+            ids=ids,
         )
-        hits = await self._search(ns, query, plan)
+        hits = await self._search(ns, query, plan, query_embedding)
         out = SearchResults(hits[:k], degraded=hits.degraded, reasons=hits.reasons)
         return out
 
@@ -461,6 +481,7 @@ class AsyncTieredMemory:
         metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None,
         include_forgotten: bool = False,
         force_ids: frozenset[str] = frozenset(),
+        ids: Sequence[str] | None = None,
     ) -> SearchPlan:
         meta: tuple[MetadataFilter, ...]
         if metadata is None:
@@ -474,6 +495,7 @@ class AsyncTieredMemory:
             include_forgotten=include_forgotten,
             memory_types=types,
             metadata=meta,
+            ids=frozenset(validation.check_id(i) for i in ids) if ids is not None else None,
         )
         return SearchPlan(
             k=k,
@@ -485,10 +507,19 @@ class AsyncTieredMemory:
             force_ids=force_ids,
         )
 
-    async def _search(self, ns: str, query: str, plan: SearchPlan) -> SearchResults:
+    async def _search(
+        self,
+        ns: str,
+        query: str,
+        plan: SearchPlan,
+        query_embedding: Sequence[float] | Vector | None = None,
+    ) -> SearchResults:
         if not isinstance(query, str):
             raise ValidationError("query must be a string")
-        vector = await self.embedder.embed_query(query)
+        if query_embedding is not None:
+            vector = validation.check_vector(query_embedding, None, what="query_embedding")
+        else:
+            vector = await self.embedder.embed_query(query)
         await self._dimension_check([vector])
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
@@ -505,6 +536,9 @@ class AsyncTieredMemory:
         memory_types: Sequence[MemoryType | str] | None = None,
         metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
         record_use: bool = True,
+        tiers: Sequence[Tier | str] | None = None,
+        ids: Sequence[str] | None = None,
+        query_embedding: Sequence[float] | Vector | None = None,
     ) -> Injection:
         """What to put into a prompt for `query`, packed into a token budget by tier
         shares. Injected memories count as used; nothing else does."""
@@ -516,21 +550,29 @@ class AsyncTieredMemory:
         limit = (
             validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
         )
-        pinned = await self.store.scan(
-            ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
-        )
-        pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+        pinned_ids: frozenset[str] = frozenset()
+        if tiers is None and ids is None and not metadata and not memory_types:
+            # pinned memories are always candidates, unless the caller narrowed the search
+            pinned = await self.store.scan(
+                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
+            )
+            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
         plan = self._plan(
             max(rp.candidates, limit),
             deep,
             include_archived,
-            None,
+            tiers,
             weights,
             memory_types,
             metadata,
             force_ids=pinned_ids,
+            ids=ids,
         )
-        hits = await self._search(ns, query, plan) if budget > 0 else SearchResults([])
+        hits = (
+            await self._search(ns, query, plan, query_embedding)
+            if budget > 0
+            else SearchResults([])
+        )
         packing = pack(
             hits,
             budget=budget,
@@ -561,6 +603,17 @@ class AsyncTieredMemory:
         if record_use and chosen:
             await self._record_use(ns, chosen)
         return injection
+
+    async def record_use(self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE) -> int:
+        """Count a use of these memories now (for callers that inject memories they got
+        from `search`, or that trimmed a recall). Unknown ids are ignored; returns how
+        many live memories were counted."""
+        ns = self._ns(namespace)
+        found = await self.store.get_many(ns, [validation.check_id(i) for i in ids])
+        now = self.clock.now()
+        if found:
+            await self.store.record_access(ns, [AccessRecord(i, now) for i in found])
+        return len(found)
 
     async def _record_use(self, ns: str, chosen: Sequence[Hit]) -> None:
         """Count the use of injected memories; bring back COLD ones reached through an
@@ -682,6 +735,38 @@ class AsyncTieredMemory:
         else:
             await self.objects.delete(ns, id)
             await self._delete_archive_record(ns, id)
+
+    async def forget_many(
+        self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
+    ) -> int:
+        """`forget` for many ids in one batch; unknown ids are ignored. Returns how many
+        memories were forgotten (hard: deleted, with links and archived originals)."""
+        ns = self._ns(namespace)
+        wanted = [validation.check_id(i) for i in ids]
+        live = await self.store.get_many(ns, wanted)
+        if not hard:
+            return await self.store.patch_many(
+                ns, list(live), MemoryPatch(do_not_inject=True, updated_at=self.clock.now())
+            )
+        archived = await self.store.get_archives(ns, [i for i in wanted if i not in live])
+        gone = list(live) + list(archived)
+        if gone:
+            await self.graph.drop_nodes(ns, gone)
+        deleted = await self.store.delete_many(ns, list(live)) if live else 0
+        for memory_id in archived:
+            await self.objects.delete(ns, memory_id)
+            await self._delete_archive_record(ns, memory_id)
+            deleted += 1
+        return deleted
+
+    async def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+        """Delete everything of one namespace: memories, links, archive records and
+        archived originals. There is no undo."""
+        ns = self._ns(namespace)
+        for key in await self.objects.list(ns):
+            await self.objects.delete(ns, key)
+        await self.graph.clear(ns)
+        await self.store.clear(ns)
 
     async def _delete_archive_record(self, ns: str, id: str) -> None:
         # Deleting an archive record: restore it to a live memory, then delete that.
@@ -982,10 +1067,23 @@ class TieredMemory:
     demote = _blocking(AsyncTieredMemory.demote)
     link = _blocking(AsyncTieredMemory.link)
     links = _blocking(AsyncTieredMemory.links)
+    namespaces = _blocking(AsyncTieredMemory.namespaces)
+    record_use = _blocking(AsyncTieredMemory.record_use)
+    forget_many = _blocking(AsyncTieredMemory.forget_many)
+    clear = _blocking(AsyncTieredMemory.clear)
     maintain = _blocking(AsyncTieredMemory.maintain)
     archive = _blocking(AsyncTieredMemory.archive)
     expand = _blocking(AsyncTieredMemory.expand)
     restore_archive = _blocking(AsyncTieredMemory.restore_archive)
+
+    def run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Block on a coroutine of `self.aio` on this memory's own loop, where its
+        connections live (for integrations composing several engine calls)."""
+        return self._loop.run(coro)
+
+    async def arun(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Await a coroutine of `self.aio` from another event loop without blocking it."""
+        return await asyncio.to_thread(self._loop.run, coro)
 
     def start_maintenance(
         self,

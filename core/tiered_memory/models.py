@@ -85,7 +85,9 @@ class Memory(BaseModel):
     content: str
     memory_type: MemoryType = MemoryType.EPISODIC
     tier: Tier = Tier.HOT
-    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    # Below the 0.5 that keeps an unused memory WARM after 72 h: ordinary captures
+    # fade unless used; say importance=0.5+ for what must stay.
+    importance: float = Field(default=0.4, ge=0.0, le=1.0)
     pinned: bool = False
     core: bool = False
     do_not_inject: bool = False

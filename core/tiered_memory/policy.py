@@ -117,7 +117,7 @@ class AssociationPolicy(BaseModel):
     model_config = _FROZEN
 
     autolink_top_k: int = Field(default=3, ge=0)
-    autolink_min_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
+    autolink_min_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
     co_recall_boost: float = Field(default=0.1, ge=0.0, le=1.0)
 
 

@@ -50,6 +50,9 @@ class CandidatePool:
         if cand is None:
             cand = Candidate(memory=memory, phase=phase)
             self.by_id[memory.id] = cand
+        elif cand.phase == 2 and phase in (1, 3):
+            # found directly too: it is not "reached through an association"
+            cand.phase = phase
         for name, value in signals.items():
             if value is None:
                 continue

@@ -57,7 +57,13 @@ def test_hashing_embedder_is_deterministic_normalised_and_similarity_aware() -> 
 
 
 def test_framework_embeddings_are_adapted_by_their_methods() -> None:
-    class FakeLangChain:
+    class FakeLangChain:  # sync methods named like ours, plus async twins
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0, 0.0] for _ in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [0.0, 1.0]
+
         async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
             return [[1.0, 0.0] for _ in texts]
 
@@ -79,3 +85,13 @@ def test_framework_embeddings_are_adapted_by_their_methods() -> None:
     assert list(asyncio.run(li.embed_query("q"))) == [0.0, 0.0, 1.0]
     with pytest.raises(ConfigurationError, match="not an embedder"):
         as_embedder(object())
+
+    class SyncOnly:  # names match the Protocol, but nothing can be awaited
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return []
+
+        def embed_query(self, text: str) -> list[float]:
+            return []
+
+    with pytest.raises(ConfigurationError, match="not an embedder"):
+        as_embedder(SyncOnly())
