@@ -333,7 +333,7 @@ class Sweep:
     async def _archive(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
         candidates = await self.archive_candidates(ns, now)
         if report.dry_run:
-            est = self.archiver.estimate(candidates, now)
+            est = await self.archiver.estimate(ns, candidates, now)
             if report.archive_estimate is None:
                 report.archive_estimate = est
             else:
