@@ -376,15 +376,15 @@ _IMPERATIVES = frozenset(
         "let",
     ]
 )
-_LEADING_MARKUP = re.compile(r"^[\W_]+")
+_FIRST_WORD = re.compile(r"[\W_]*([^\W_][\w'-]*)")  # past markup such as **bold**
 
 
 def detect_type(text: str, *, dated_context: bool = False, project: bool = False) -> MemoryType:
     """Simple, predictable rules: rules and instructions are procedural, dated notes
     (or notes in a dated file or section) episodic, notes under a project heading
     project, the rest factual."""
-    first = _LEADING_MARKUP.sub("", text.strip()).split(maxsplit=1)
-    word = first[0].lower().rstrip(":,.") if first else ""
+    first = _FIRST_WORD.match(text)
+    word = first.group(1).lower() if first else ""
     if word in _IMPERATIVES or _RULE_WORDS.search(text):
         return MemoryType.PROCEDURAL
     if dated_context or _DATE.search(text):

@@ -275,7 +275,7 @@ async def _run(out: Console, mode: str, folder: Path, namespace: str) -> dict[st
         archived: Hit | None = None
         hits: list[Hit] = []
         for query in (finale["deep_search"], finale["fallback_deep_search"]):
-            hits = list(await memory.search(query, namespace=namespace, k=5, deep=True))
+            hits = list(await memory.search(query, namespace=namespace, k=10, deep=True))
             archived = next((h for h in hits if h.archived), None)
             if archived is not None:
                 break

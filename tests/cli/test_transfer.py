@@ -1,0 +1,318 @@
+"""Export -> import round-trips every field; markdown notes become typed memories."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, MemoryType, Tier
+from tiered_memory.errors import ArchiveIntegrityError, ValidationError
+from tiered_memory.ports import MemoryPatch
+from tiered_memory.transfer import (
+    detect_type,
+    dumps,
+    export_namespace,
+    export_sqlite,
+    import_document,
+    import_markdown,
+    note_id,
+    parse_markdown,
+)
+
+START = datetime(2025, 3, 1, tzinfo=timezone.utc)
+NS = "user-42"
+
+
+async def _open(path: Path, clock: ManualClock) -> AsyncTieredMemory:
+    return await AsyncTieredMemory.embedded(path, embedder=HashingEmbedder(), clock=clock)
+
+
+async def _populate(memory: AsyncTieredMemory, clock: ManualClock) -> dict[str, str]:
+    """A namespace using every field: flags, uses, metadata, COLD, links, archives."""
+    add = memory.add
+    ids = {
+        "fact": (
+            await add(
+                "Sam's daughter Ava is seven",
+                namespace=NS,
+                memory_type=MemoryType.FACTUAL,
+                importance=0.8,
+                metadata={"person": "Ava", "tags": ["family", "kids"], "age": 7},
+                source="chat:2025-03-01",
+            )
+        ).id,
+        "rule": (await add("Always use metric units", namespace=NS, memory_type="procedural")).id,
+        "pinned": (await add("Sam is allergic to peanuts", namespace=NS, pinned=True)).id,
+        "episode": (await add("Parked on level 3 bay C12", namespace=NS, importance=0.1)).id,
+        "project": (
+            await add("Greenhouse build, cedar boards", namespace=NS, memory_type="project")
+        ).id,
+        "summary": (await add("Greenhouse summary", namespace=NS)).id,
+    }
+    clock.advance(days=1)
+    await memory.recall("Ava metric units", namespace=NS)
+    clock.advance(days=1)
+    await memory.recall("Ava", namespace=NS)
+    await memory.link(ids["fact"], ids["project"], namespace=NS, weight=0.42)
+    await memory.demote(ids["project"], Tier.COLD, namespace=NS)
+    await memory.forget(ids["rule"], namespace=NS)
+    await memory.store.patch_many(NS, [ids["fact"]], MemoryPatch(core=True, updated_at=clock.now()))
+    await memory.store.patch_many(NS, [ids["project"]], MemoryPatch(superseded_by=ids["summary"]))
+    clock.advance(hours=5)
+    await memory.archive([ids["episode"]], namespace=NS, reason="test")
+    await memory.expand(ids["episode"], namespace=NS)  # counted on the archive record
+    await add("someone else's memory", namespace="other")
+    return ids
+
+
+async def _snapshot(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
+    """Every stored field, read back through the ports."""
+    live_ids = sorted(m.id for m in await memory.list(namespace=ns, limit=1000))
+    live = await memory.store.get_many(ns, live_ids, with_embeddings=True)
+    records = await memory.store.scan_archives(ns)
+    links = await memory.graph.links_of(ns, live_ids)
+    originals = {r.id: await memory.objects.get(ns, r.id) for r in records}
+    return {
+        "memories": {i: live[i].model_dump(mode="json", exclude={"namespace"}) for i in live},
+        "archives": {
+            r.id: r.model_dump(mode="json", exclude={"storage_ref", "namespace"}) for r in records
+        },
+        "refs": {r.id: r.storage_ref for r in records},
+        "links": sorted(json.dumps(x.model_dump(mode="json"), sort_keys=True) for x in links),
+        "originals": originals,
+    }
+
+
+async def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    clock = ManualClock(START)
+    source = await _open(tmp_path / "a.db", clock)
+    target = await _open(tmp_path / "b.db", clock)
+    try:
+        ids = await _populate(source, clock)
+        before = await _snapshot(source, NS)
+        fact = before["memories"][ids["fact"]]
+        assert fact["use_count"] == 2
+        assert len(fact["use_days"]) == 2
+        assert fact["core"] is True
+        assert before["memories"][ids["project"]]["cold_since"] is not None
+        assert before["memories"][ids["project"]]["superseded_by"] == ids["summary"]
+        assert before["archives"][ids["episode"]]["expansions"]
+        assert before["links"]
+
+        document = json.loads(dumps(await export_namespace(source, NS)))
+        result = await import_document(target, document)
+        assert (result.memories, result.archives) == (5, 1)
+        after = await _snapshot(target, NS)
+        assert after["memories"] == before["memories"]
+        assert after["archives"] == before["archives"]
+        assert after["links"] == before["links"]
+        assert after["originals"] == before["originals"]
+        assert after["refs"][ids["episode"]] == target.objects.ref(NS, ids["episode"])
+        assert await target.list(namespace="other") == []  # one namespace only
+
+        # the imported archive works: expand verifies the checksum, restore brings it back
+        original = await target.expand(ids["episode"], namespace=NS)
+        assert original["content"] == "Parked on level 3 bay C12"
+        restored = await target.restore(ids["episode"], namespace=NS)
+        assert restored.tier is Tier.WARM
+    finally:
+        await source.close()
+        await target.close()
+
+
+async def test_import_into_another_namespace_and_back_into_the_same_store(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(START)
+    memory = await _open(tmp_path / "a.db", clock)
+    try:
+        await _populate(memory, clock)
+        before = await _snapshot(memory, NS)
+        document = await export_namespace(memory, NS)
+        await import_document(memory, document, namespace="copy")
+        copy = await _snapshot(memory, "copy")
+        assert copy["memories"] == before["memories"]
+        assert copy["archives"] == before["archives"]
+        assert copy["links"] == before["links"]
+        with pytest.raises(ValidationError, match="already exist"):
+            await import_document(memory, document)
+        # cleared and re-imported where it came from: even storage_ref is the same
+        await memory.store.clear(NS)
+        await memory.graph.clear(NS)
+        await import_document(memory, document)
+        assert await _snapshot(memory, NS) == before
+    finally:
+        await memory.close()
+
+
+async def test_import_rejects_bad_documents_before_writing(tmp_path: Path) -> None:
+    clock = ManualClock(START)
+    memory = await _open(tmp_path / "a.db", clock)
+    try:
+        await _populate(memory, clock)
+        document = await export_namespace(memory, NS)
+        with pytest.raises(ValidationError, match="version"):
+            await import_document(memory, {**document, "version": 99}, namespace="x")
+        tampered = json.loads(dumps(document))
+        tampered["archives"][0]["original"] = tampered["archives"][0]["original"].replace(
+            "C12", "C13"
+        )
+        with pytest.raises(ArchiveIntegrityError, match="checksum"):
+            await import_document(memory, tampered, namespace="x")
+        wrong_dim = {**document, "dimension": 12}
+        with pytest.raises(ValidationError, match="12-d"):
+            await import_document(memory, wrong_dim, namespace="y")
+        assert (await memory.stats(namespace="y")).total == 0
+    finally:
+        await memory.close()
+
+
+async def test_export_sqlite_is_a_working_copy(tmp_path: Path) -> None:
+    clock = ManualClock(START)
+    memory = await _open(tmp_path / "a.db", clock)
+    try:
+        ids = await _populate(memory, clock)
+        before = await _snapshot(memory, NS)
+        result = await export_sqlite(memory, NS, tmp_path / "out" / "copy.db")
+        assert result.archives == 1
+        with pytest.raises(ValidationError, match="already exists"):
+            await export_sqlite(memory, NS, tmp_path / "out" / "copy.db")
+    finally:
+        await memory.close()
+    copy = await _open(tmp_path / "out" / "copy.db", clock)
+    try:
+        after = await _snapshot(copy, NS)
+        assert after["memories"] == before["memories"]
+        assert after["archives"] == before["archives"]
+        hits = await copy.search("Ava daughter", namespace=NS)
+        assert hits[0].memory.id == ids["fact"]
+    finally:
+        await copy.close()
+
+
+# -- markdown ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Always answer in British English", MemoryType.PROCEDURAL),
+        ("Never deploy on Fridays", MemoryType.PROCEDURAL),
+        ("Sam prefers tea to coffee", MemoryType.PROCEDURAL),
+        ("Use uv, not pip, in this repo", MemoryType.PROCEDURAL),
+        ("**Run** the tests before pushing", MemoryType.PROCEDURAL),
+        ("Met Bob on 2024-05-01 about the budget", MemoryType.EPISODIC),
+        ("Flew to Lisbon on March 3rd, 2024", MemoryType.EPISODIC),
+        ("Dinner with Ana on 12 June", MemoryType.EPISODIC),
+        ("Sam lives in Leeds", MemoryType.FACTUAL),
+        ("The API key rotates monthly", MemoryType.FACTUAL),
+    ],
+)
+def test_detect_type(text: str, expected: MemoryType) -> None:
+    assert detect_type(text) is expected
+
+
+MEMORY_MD = """\
+# About Sam
+
+Sam lives in Leeds with
+their daughter Ava.
+
+- Prefers short answers
+- Allergic to peanuts
+  (carries an EpiPen)
+  * Ava is not allergic
+1. Always use metric units
+- [x] Renewed the passport on 2024-02-02
+
+## Projects
+
+- Greenhouse: cedar, budget 1,800 pounds
+
+### Log
+
+Poured the foundation.
+
+# Tools
+
+```bash
+uv run pytest
+```
+
+> Quoted wisdom stays a note.
+---
+"""
+
+
+def test_parse_markdown_bullets_paragraphs_and_headings() -> None:
+    notes = parse_markdown(MEMORY_MD, "MEMORY.md")
+    got = [(n.context, n.text, n.memory_type, n.line) for n in notes]
+    about = ("About Sam",)
+    assert got == [
+        (about, "Sam lives in Leeds with their daughter Ava.", MemoryType.FACTUAL, 3),
+        (about, "Prefers short answers", MemoryType.PROCEDURAL, 6),
+        (about, "Allergic to peanuts (carries an EpiPen)", MemoryType.FACTUAL, 7),
+        (about, "Ava is not allergic", MemoryType.FACTUAL, 9),
+        (about, "Always use metric units", MemoryType.PROCEDURAL, 10),
+        (about, "Renewed the passport on 2024-02-02", MemoryType.EPISODIC, 11),
+        (
+            ("About Sam", "Projects"),
+            "Greenhouse: cedar, budget 1,800 pounds",
+            MemoryType.PROJECT,
+            15,
+        ),
+        (("About Sam", "Projects", "Log"), "Poured the foundation.", MemoryType.PROJECT, 19),
+        (("Tools",), "```bash\nuv run pytest\n```", MemoryType.FACTUAL, 23),
+        (("Tools",), "Quoted wisdom stays a note.", MemoryType.FACTUAL, 27),
+    ]
+    assert notes[1].content == "About Sam: Prefers short answers"
+    assert {n.source for n in notes} == {"MEMORY.md"}
+
+
+def test_dated_file_makes_notes_episodic() -> None:
+    notes = parse_markdown("- Talked about the garden\n- Sam prefers tea\n", "memory/2024-05-01.md")
+    assert [n.memory_type for n in notes] == [MemoryType.EPISODIC, MemoryType.PROCEDURAL]
+
+
+async def test_import_markdown_folder_records_sources_and_is_idempotent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    (folder / "2024-05-01.md").write_text("- Talked to Bob about the budget\n", encoding="utf-8")
+    (folder / "people.md").write_text("# Family\n\n- Ava is seven\n- Ava is seven\n", "utf-8")
+    (folder / "notes.txt").write_text("- not markdown\n", encoding="utf-8")
+    clock = ManualClock(START)
+    memory = await _open(tmp_path / "m.db", clock)
+    try:
+        result = await import_markdown(memory, folder, namespace="sam", importance=0.7)
+        assert result.memories == 2  # the repeated line is one memory
+        assert result.sources == [str(folder / "2024-05-01.md"), str(folder / "people.md")]
+        found = {m.content: m for m in await memory.list(namespace="sam")}
+        bob = found["Talked to Bob about the budget"]
+        assert (bob.memory_type, bob.source, bob.importance) == (
+            MemoryType.EPISODIC,
+            str(folder / "2024-05-01.md"),
+            0.7,
+        )
+        ava = found["Family: Ava is seven"]
+        assert ava.metadata == {"context": "Family", "line": 3}
+        assert ava.tier is Tier.HOT
+        monkeypatch.chdir(tmp_path)  # same files through a relative path: same ids
+        again = await import_markdown(memory, Path("memory"), namespace="sam")
+        assert (again.memories, len(again.skipped)) == (0, 2)
+        clock.advance(timedelta(days=1))
+    finally:
+        await memory.close()
+
+
+def test_note_ids_depend_on_file_and_text(tmp_path: Path) -> None:
+    a = parse_markdown("- one\n- two\n", str(tmp_path / "a.md"))
+    b = parse_markdown("- one\n", str(tmp_path / "b.md"))
+    assert note_id(a[0]) != note_id(a[1])
+    assert note_id(a[0]) != note_id(b[0])
+    assert note_id(a[0]) == note_id(parse_markdown("- one\n", str(tmp_path / "a.md"))[0])
