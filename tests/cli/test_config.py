@@ -201,7 +201,7 @@ def test_registry_is_one_table_of_import_paths() -> None:
 
     assert backend_class("store", "sqlite") is SQLiteMemoryStore
     with pytest.raises(ConfigurationError, match="expected one of"):
-        backend_class("store", "redis")  # type: ignore[arg-type]
+        backend_class("store", "redis")
 
 
 def test_a_missing_backend_module_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
