@@ -401,7 +401,7 @@ async def _weaviate_store(cls: Any, w: _Wiring) -> Any:
     kwargs: dict[str, Any] = {"url": s.url, "api_key": _secret(s.api_key)}
     if s.grpc_port is not None:
         kwargs["grpc_port"] = s.grpc_port
-    kwargs["collection_prefix"] = s.collection_prefix
+    kwargs["prefix"] = s.collection_prefix
     return await _construct(cls, kwargs)
 
 
