@@ -266,3 +266,15 @@ def test_build_sync_memory_and_separate_graph_file(tmp_path: Path) -> None:
         memory.archive([a.id])
     assert (tmp_path / "graph.db").exists()
     assert any((tmp_path / "originals").rglob("*.json"))
+
+
+def test_the_documented_example_configuration_loads(tmp_path: Path) -> None:
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+    example = re.search(r"```toml\n(.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    assert example is not None
+    s = load_settings(_toml(tmp_path, example.group(1)))
+    assert s.policy.maintenance_interval == timedelta(hours=6)
+    assert s.policy.decay.half_life_days[MemoryType.EPISODIC] == 20
+    assert s.objects.s3.path_style is True
