@@ -166,6 +166,30 @@ class AsyncTieredMemory:
             sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
         )
 
+    @classmethod
+    async def from_config(
+        cls,
+        config: str | PathLike[str] | None = None,
+        *,
+        clock: Clock | None = None,
+        embedder: Embedder | Any | None = None,
+        summarizer: Summarizer | None = None,
+        **overrides: Any,
+    ) -> AsyncTieredMemory:
+        """Wire the backends named by a TOML file and the TIERED_MEMORY_* environment
+        (e.g. Weaviate + Neo4j + S3 + Claude); see `tiered_memory.config`."""
+        from .config import build_memory, load_settings
+
+        settings = load_settings(config, **overrides)
+        return await build_memory(settings, clock=clock, embedder=embedder, summarizer=summarizer)
+
+    @classmethod
+    async def from_env(
+        cls, *, clock: Clock | None = None, embedder: Embedder | Any | None = None
+    ) -> AsyncTieredMemory:
+        """`from_config()` with no file: the environment (and the user's config.toml)."""
+        return await cls.from_config(None, clock=clock, embedder=embedder)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -1027,6 +1051,35 @@ class TieredMemory:
             )
         )
         return cls(engine, _loop=loop)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: str | PathLike[str] | None = None,
+        *,
+        clock: Clock | None = None,
+        embedder: Embedder | Any | None = None,
+        summarizer: Summarizer | None = None,
+        **overrides: Any,
+    ) -> TieredMemory:
+        """The blocking face of `AsyncTieredMemory.from_config`."""
+        loop = LoopThread()
+        try:
+            engine = loop.run(
+                AsyncTieredMemory.from_config(
+                    config, clock=clock, embedder=embedder, summarizer=summarizer, **overrides
+                )
+            )
+        except BaseException:
+            loop.stop()
+            raise
+        return cls(engine, _loop=loop)
+
+    @classmethod
+    def from_env(
+        cls, *, clock: Clock | None = None, embedder: Embedder | Any | None = None
+    ) -> TieredMemory:
+        return cls.from_config(None, clock=clock, embedder=embedder)
 
     @property
     def policy(self) -> Policy:
