@@ -137,9 +137,14 @@ class WeaviateSettings(BaseModel):
     model_config = _SECTION
 
     url: str = "http://localhost:8080"
-    grpc_port: int | None = Field(default=None, description="default: 50051")
     api_key: SecretStr | None = None
-    collection_prefix: str = "TieredMemory"
+    prefix: str = Field(default="TieredMemory", description="names the collections")
+    grpc_port: int = 50051
+    grpc_host: str | None = Field(default=None, description="default: the URL's host")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="e.g. a vectoriser module's API key"
+    )
+    cold_quantizer: Literal["none", "bq"] = "none"
 
 
 class StoreSettings(BaseModel):
@@ -398,11 +403,15 @@ async def _sqlite_store(cls: Any, w: _Wiring) -> Any:
 
 async def _weaviate_store(cls: Any, w: _Wiring) -> Any:
     s = w.settings.store.weaviate
-    kwargs: dict[str, Any] = {"url": s.url, "api_key": _secret(s.api_key)}
-    if s.grpc_port is not None:
-        kwargs["grpc_port"] = s.grpc_port
-    kwargs["prefix"] = s.collection_prefix
-    return await _construct(cls, kwargs)
+    return await cls.connect(
+        url=s.url,
+        api_key=_secret(s.api_key),
+        prefix=s.prefix,
+        grpc_port=s.grpc_port,
+        grpc_host=s.grpc_host,
+        headers={k: v.get_secret_value() for k, v in s.headers.items()} or None,
+        cold_quantizer=s.cold_quantizer,
+    )
 
 
 async def _sqlite_graph(cls: Any, w: _Wiring) -> Any:
@@ -416,10 +425,9 @@ async def _sqlite_graph(cls: Any, w: _Wiring) -> Any:
 
 async def _neo4j_graph(cls: Any, w: _Wiring) -> Any:
     s = w.settings.graph.neo4j
-    kwargs: dict[str, Any] = {"uri": s.uri, "user": s.user, "password": _secret(s.password)}
-    if s.database is not None:
-        kwargs["database"] = s.database
-    return await _construct(cls, kwargs)
+    password = _secret(s.password)
+    auth = (s.user, password) if password is not None else None
+    return await cls.connect(s.uri, auth, database=s.database)
 
 
 async def _local_objects(cls: Any, w: _Wiring) -> Any:
@@ -476,15 +484,6 @@ async def _hashing(cls: Any, w: _Wiring) -> Any:
 async def _local_embedder(cls: Any, w: _Wiring) -> Any:
     s = w.settings.embedder
     return cls(s.model, device=s.device, batch_size=s.batch_size)
-
-
-async def _construct(cls: Any, kwargs: dict[str, Any]) -> Any:
-    """Production adapters may offer an async `connect` factory; prefer it when present."""
-    factory = getattr(cls, "connect", None)
-    if factory is not None:
-        result = factory(**kwargs)
-        return await result if hasattr(result, "__await__") else result
-    return cls(**kwargs)
 
 
 BACKENDS: Mapping[tuple[Kind, str], BackendSpec] = {

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -278,3 +279,76 @@ def test_the_documented_example_configuration_loads(tmp_path: Path) -> None:
     assert s.policy.maintenance_interval == timedelta(hours=6)
     assert s.policy.decay.half_life_days[MemoryType.EPISODIC] == 20
     assert s.objects.s3.path_style is True
+
+
+class _Recorder:
+    """Stands in for a production adapter: records how the factory built it."""
+
+    calls: ClassVar[list[tuple[tuple[Any, ...], dict[str, Any]]]] = []
+
+    @classmethod
+    async def connect(cls, *args: Any, **kwargs: Any) -> _Recorder:
+        cls.calls.append((args, kwargs))
+        return cls()
+
+
+async def test_production_builders_pass_the_settings(tmp_path: Path) -> None:
+    from tiered_memory.config import _Wiring
+
+    s = load_settings(
+        _toml(
+            tmp_path,
+            """
+[store.weaviate]
+url = "https://weaviate.example:8443"
+api_key = "wv-key"
+prefix = "Agents"
+grpc_port = 443
+headers = { "X-Extra" = "h" }
+[graph.neo4j]
+uri = "neo4j+s://graph.example"
+user = "memory"
+password = "pw"
+database = "mem"
+""",
+        )
+    )
+    _Recorder.calls = []
+    await BACKENDS["store", "weaviate"].build(_Recorder, _Wiring(settings=s))
+    await BACKENDS["graph", "neo4j"].build(_Recorder, _Wiring(settings=s))
+    (store_args, store_kwargs), (graph_args, graph_kwargs) = _Recorder.calls
+    assert store_args == ()
+    assert store_kwargs == {
+        "url": "https://weaviate.example:8443",
+        "api_key": "wv-key",
+        "prefix": "Agents",
+        "grpc_port": 443,
+        "grpc_host": None,
+        "headers": {"X-Extra": "h"},
+        "cold_quantizer": "none",
+    }
+    assert graph_args == ("neo4j+s://graph.example", ("memory", "pw"))
+    assert graph_kwargs == {"database": "mem"}
+
+
+async def test_s3_and_claude_are_wired_without_any_io(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIERED_MEMORY_OBJECTS__BACKEND", "s3")
+    monkeypatch.setenv("TIERED_MEMORY_OBJECTS__S3__BUCKET", "memories")
+    monkeypatch.setenv("TIERED_MEMORY_OBJECTS__S3__ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("TIERED_MEMORY_SUMMARIZER__BACKEND", "anthropic")
+    monkeypatch.setenv("TIERED_MEMORY_SUMMARIZER__ANTHROPIC__API_KEY", "sk-test")
+    monkeypatch.setenv("TIERED_MEMORY_POLICY__ARCHIVAL__SUMMARIZER_RATE_PER_SECOND", "2.5")
+    memory = await build_memory(load_settings(store={"path": str(tmp_path / "m.db")}))
+    try:
+        from tiered_memory.summarizers.anthropic import AnthropicSummarizer
+
+        objects, summarizer = memory.objects, memory.summarizer
+        assert type(objects).__name__ == "S3ObjectStore"
+        assert objects.ref("ns", "id").startswith("s3://memories/")
+        assert isinstance(summarizer, AnthropicSummarizer)
+        assert summarizer.rate_per_second == 2.5  # the policy's archival rate
+        assert summarizer.fallback is not None  # extractive when Claude fails
+    finally:
+        await memory.close()
