@@ -541,6 +541,30 @@ class MemoryStoreContract:
         )
         assert {h.memory.id for h in lexical} == expected
 
+    async def test_filters_apply_before_k(self, store: MemoryStore, namespace: str) -> None:
+        """The few matching memories rank far below many others: a store that cut to k
+        first and filtered afterwards would return too few, or the wrong ones."""
+        near = [
+            self.memory(f"near{i:03d}", embedding=self.vec(0, 1, weights=[1.0, i / 1000]))
+            for i in range(120)
+        ]
+        wanted = [
+            self.memory(
+                f"want{i}",
+                "needle",
+                embedding=self.vec(0, 1, weights=[1.0, 2.0 + i]),
+                metadata={"keep": True},
+            )
+            for i in range(3)
+        ]
+        await self.put(store, namespace, *near, *wanted)
+        keep = SearchFilter(metadata=(MetadataFilter("keep", "eq", True),))
+        hits = await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=2, filters=keep)
+        assert [h.memory.id for h in hits] == ["want0", "want1"]
+        by_id = SearchFilter(ids=frozenset({"want2", "near119"}))
+        hits = await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=1, filters=by_id)
+        assert [h.memory.id for h in hits] == ["near119"]
+
     async def test_vector_search_follows_tier_and_flag_changes(
         self, store: MemoryStore, namespace: str
     ) -> None:

@@ -27,7 +27,12 @@ from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
 from tiered_memory.ports import MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_query import MAX_QUERY_TERMS, fts_match, metadata_sql
+from tiered_memory.stores.sqlite_query import (
+    MAX_QUERY_TERMS,
+    fts_match,
+    index_form,
+    metadata_sql,
+)
 from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .graph_contract import AssociationGraphContract
@@ -307,6 +312,29 @@ class TestSQLiteConcurrency:
             await graph.count_links("ns")
 
 
+class TestLexicalPruning:
+    async def test_words_in_half_the_texts_are_dropped_when_rarer_ones_exist(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        """FTS5 gives such words idf 1e-6: they would only make every text a match."""
+        texts = {f"c{i}": f"common filler number {i}" for i in range(9)}
+        texts["r"] = "common and rare"
+        await store.put_many("ns", [memory(i, [1.0, 0.0], content=t) for i, t in texts.items()])
+        hits = await store.lexical_search("ns", "COMMON rare", tiers=LIVE_TIERS, k=20)
+        assert [h.memory.id for h in hits] == ["r"]
+        everything = await store.lexical_search("ns", "common", tiers=LIVE_TIERS, k=20)
+        assert len(everything) == 10  # when every word is common, all of them are kept
+        assert all(h.score >= 0 for h in everything)
+
+    async def test_pruning_counts_the_whole_index(self, store: SQLiteMemoryStore) -> None:
+        await store.put_many("ns", [memory("a", [1.0, 0.0], content="alpha beta")])
+        await store.put_many(
+            "other", [memory(f"o{i}", [1.0, 0.0], content=f"gamma {i}") for i in range(5)]
+        )
+        hits = await store.lexical_search("ns", "alpha beta", tiers=LIVE_TIERS, k=5)
+        assert [h.memory.id for h in hits] == ["a"]
+
+
 class TestVectorCacheConsistency:
     async def test_cache_matches_brute_force_after_random_writes(
         self, store: SQLiteMemoryStore
@@ -419,6 +447,12 @@ class TestQueryTranslation:
     )
     def test_fts_match_quotes_every_word(self, text: str, expected: str | None) -> None:
         assert fts_match(text) == expected
+
+    @pytest.mark.parametrize(
+        ("term", "form"), [("Caf\u00e9", "cafe"), ("NA\u00cfVE", "naive"), ("abc", "abc")]
+    )
+    def test_index_form_folds_case_and_diacritics(self, term: str, form: str) -> None:
+        assert index_form(term) == form
 
     def test_fts_match_caps_the_number_of_terms(self) -> None:
         match = fts_match(" ".join(f"w{i}" for i in range(500)))

@@ -57,7 +57,9 @@ from tiered_memory.validation import check_id, check_importance, check_k, check_
 from .sqlite_query import (
     IN_JSON,
     from_us,
-    fts_match,
+    fts_match_terms,
+    fts_terms,
+    index_form,
     json_list,
     metadata_sql,
     placeholders,
@@ -74,6 +76,7 @@ from .sqlite_vectors import (
     SUPERSEDED,
     TYPE_CODES,
     Mask,
+    Scores,
     VectorCache,
     VectorIndex,
     flags_of,
@@ -91,6 +94,7 @@ _CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, mem
 _ARCHIVE_KEY = "archived"  # cache partition of a namespace's archive records
 DEFAULT_CACHE_ROWS = 2_000_000
 _NO_FILTER = SearchFilter()
+_METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 
 
 def _columns(alias: str, with_embeddings: bool) -> str:
@@ -572,9 +576,8 @@ class SQLiteMemoryStore:
         return unit(vector), dim
 
     @staticmethod
-    def _mask(
-        index: VectorIndex, filters: SearchFilter, allowed_ids: set[str] | None
-    ) -> Mask | None:
+    def _mask(index: VectorIndex, filters: SearchFilter) -> Mask | None:
+        """The cheap filters, answered from the flags cached beside the vectors."""
         mask: Mask | None = None
 
         def both(extra: Mask) -> None:
@@ -592,8 +595,6 @@ class SQLiteMemoryStore:
             both(index.of_types(TYPE_CODES[t] for t in filters.memory_types))
         if filters.ids is not None:
             both(index.of_ids(filters.ids))
-        if allowed_ids is not None:
-            both(index.of_ids(allowed_ids))
         return mask
 
     async def vector_search(
@@ -615,31 +616,75 @@ class SQLiteMemoryStore:
                 return []
             q, dim = prepared
             self._sync_cache(conn)
-            allowed = self._metadata_ids(conn, ns, parts, filters) if filters.metadata else None
             best: list[tuple[str, float]] = []
             for part in parts:
                 index = self._index(conn, ns, part, dim)
-                best.extend(index.top_k(q, k, self._mask(index, filters, allowed)))
+                if index.size == 0:
+                    continue
+                scores, allowed = index.scores(q, self._mask(index, filters))
+                if filters.metadata:
+                    best.extend(
+                        self._best_matching(conn, ns, part, index, scores, allowed, k, filters)
+                    )
+                else:
+                    best.extend(index.best(scores, min(k, allowed)))
             best.sort(key=lambda pair: (-pair[1], pair[0]))
             best = best[:k]
             found = self._get(conn, ns, [i for i, _ in best], False)
         return [ScoredMemory(found[i], score) for i, score in best if i in found]
 
     @staticmethod
-    def _metadata_ids(
-        conn: sqlite3.Connection, ns: str, parts: list[str], filters: SearchFilter
-    ) -> set[str]:
+    def _best_matching(
+        conn: sqlite3.Connection,
+        ns: str,
+        part: str,
+        index: VectorIndex,
+        scores: Scores,
+        allowed: int,
+        k: int,
+        filters: SearchFilter,
+    ) -> list[tuple[str, float]]:
+        """Top k that pass the metadata filters (which only SQL can evaluate).
+
+        The best-scoring rows are checked in growing batches; once k rows of a
+        best-first prefix pass, no row outside it can beat them, so this is exact.
+        A filter so selective that batches reach a quarter of the partition is
+        checked once over the whole partition instead.
+        """
         clauses: list[str] = []
         params: list[Any] = []
         for condition in filters.metadata:
             sql, values = metadata_sql(condition)
             clauses.append(sql)
             params.extend(values)
-        sql = (
-            f"SELECT m.id FROM memories AS m WHERE m.namespace = ? "
-            f"AND m.tier IN ({placeholders(len(parts))}) AND {' AND '.join(clauses)}"
-        )
-        return {row[0] for row in conn.execute(sql, (ns, *parts, *params))}
+        conditions = " AND ".join(clauses)
+        batch = k * _METADATA_BATCH
+        while batch * _METADATA_BATCH <= allowed:
+            candidates = index.best(scores, batch)
+            ids = json_list(i for i, _ in candidates)
+            passing = {
+                row[0]
+                for row in conn.execute(
+                    f"SELECT m.id FROM memories AS m WHERE m.namespace = ? "
+                    f"AND m.id {IN_JSON} AND {conditions}",
+                    (ns, ids, *params),
+                )
+            }
+            matched = [pair for pair in candidates if pair[0] in passing]
+            if len(matched) >= k:
+                return matched[:k]
+            batch *= _METADATA_BATCH
+        everywhere = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT m.id FROM memories AS m WHERE m.namespace = ? AND m.tier = ? "
+                f"AND {conditions}",
+                (ns, part, *params),
+            )
+        }
+        usable = index.of_ids(everywhere) & np.isfinite(scores)
+        count = int(np.count_nonzero(usable))
+        return index.best(np.where(usable, scores, -np.inf).astype(np.float32), min(k, count))
 
     async def lexical_search(
         self,
@@ -653,8 +698,8 @@ class SQLiteMemoryStore:
         ns = _check_namespace(namespace)
         check_k(k)
         parts = tier_values(frozenset(tiers) & LIVE_TIERS)
-        match = fts_match(text) if isinstance(text, str) else None
-        if match is None or not parts:
+        terms = fts_terms(text) if isinstance(text, str) else []
+        if not terms or not parts:
             return []
         clauses, params = search_filter_sql(filters, "m")
         where = "".join(f" AND {c}" for c in clauses)
@@ -667,8 +712,28 @@ class SQLiteMemoryStore:
         )
         await self._db.gate()
         with self._db.read() as conn:
+            match = fts_match_terms(self._informative(conn, terms))
             rows = conn.execute(sql, (match, ns, *parts, *params, k)).fetchall()
         return [ScoredMemory(_memory(row, False), max(0.0, float(row["score"]))) for row in rows]
+
+    @staticmethod
+    def _informative(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+        """Drop terms found in at least half of the indexed texts, unless all are.
+
+        FTS5 clamps such a term's idf to 1e-6, so it adds nothing to any BM25 score,
+        yet ORing it in makes every text containing it a match to score and join:
+        one common word ("the", "user") would cost a pass over the whole index.
+        """
+        total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+        forms = {term: index_form(term) for term in terms}
+        rows = conn.execute(
+            "SELECT term, doc FROM temp.memories_vocab "
+            f"WHERE term IN ({placeholders(len(set(forms.values())))})",
+            sorted(set(forms.values())),
+        ).fetchall()
+        frequency = {row[0]: int(row[1]) for row in rows}
+        kept = [t for t in terms if 2 * frequency.get(forms[t], 0) < total]
+        return kept or terms
 
     # -- scans and counts ----------------------------------------------------------------
 
@@ -680,15 +745,20 @@ class SQLiteMemoryStore:
             return []
         clauses, params = scan_sql(query)
         where = "".join(f" AND {c}" for c in clauses)
+        # One query per tier: each can walk its (namespace, tier, ...) index, where a
+        # `tier IN (...)` query would scan the whole namespace in id order. Merging the
+        # per-tier pages by id gives the same page (UTF-8 and str order agree).
         sql = (
             f"SELECT {_columns('m', False)} FROM memories AS m "
-            f"WHERE namespace = ? AND tier IN ({placeholders(len(parts))}){where} "
-            "ORDER BY id LIMIT ?"
+            f"WHERE namespace = ? AND tier = ?{where} ORDER BY id LIMIT ?"
         )
+        rows: list[sqlite3.Row] = []
         await self._db.gate()
         with self._db.read() as conn:
-            rows = conn.execute(sql, (ns, *parts, *params, query.limit)).fetchall()
-        return [_memory(row, False) for row in rows]
+            for part in parts:
+                rows.extend(conn.execute(sql, (ns, part, *params, query.limit)).fetchall())
+        rows.sort(key=lambda row: str(row["id"]))
+        return [_memory(row, False) for row in rows[: query.limit]]
 
     async def list_ids(
         self,

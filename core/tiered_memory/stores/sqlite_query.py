@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable
+import unicodedata
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -50,21 +51,37 @@ def placeholders(n: int) -> str:
     return ", ".join("?" * n)
 
 
-def fts_match(text: str) -> str | None:
-    """A safe FTS5 MATCH string: every word quoted as a literal, ORed; None if no words.
-
-    Quoting each term means operators (AND, OR, NOT, NEAR), column filters, `*`,
-    parentheses and quotes in the user's text are searched for as words, never parsed.
-    """
+def fts_terms(text: str) -> list[str]:
+    """The distinct words of `text`, in order, at most MAX_QUERY_TERMS of them."""
     terms: list[str] = []
     for word in _WORD.findall(text):
         if word not in terms:
             terms.append(word)
         if len(terms) == MAX_QUERY_TERMS:
             break
+    return terms
+
+
+def fts_match_terms(terms: Sequence[str]) -> str | None:
+    """A safe FTS5 MATCH string: every term quoted as a literal, ORed; None if none.
+
+    Quoting each term means operators (AND, OR, NOT, NEAR), column filters, `*`,
+    parentheses and quotes in the user's text are searched for as words, never parsed.
+    """
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def fts_match(text: str) -> str | None:
+    return fts_match_terms(fts_terms(text))
+
+
+def index_form(term: str) -> str:
+    """A term as FTS5's unicode61 tokenizer (remove_diacritics 2) stores it, to look its
+    document frequency up. An imperfect fold only means a term is kept."""
+    decomposed = unicodedata.normalize("NFKD", term.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def tier_values(tiers: Collection[Tier]) -> list[str]:

@@ -254,6 +254,11 @@ class SQLiteDatabase:
                         "restore it from a backup"
                     )
             cls._create_schema(conn, path)
+            # Per connection (temp schema): document frequencies of indexed terms.
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab "
+                "USING fts5vocab(main, memories_fts, 'row')"
+            )
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):

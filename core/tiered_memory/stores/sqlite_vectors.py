@@ -24,6 +24,7 @@ PINNED = 4
 TYPE_CODES: dict[MemoryType, int] = {t: i for i, t in enumerate(MemoryType)}
 
 Mask = npt.NDArray[np.bool_]
+Scores = npt.NDArray[np.float32]
 CacheKey = tuple[str, str]  # (namespace, tier value or 'archived')
 
 
@@ -145,22 +146,32 @@ class VectorIndex:
 
     # -- search --------------------------------------------------------------------------
 
+    def scores(self, query: Vector, mask: Mask | None = None) -> tuple[Scores, int]:
+        """Cosine of every row to a unit `query` (-inf where `mask` is False), and how
+        many rows the mask allows."""
+        n = self.size
+        scores: Scores = self._vectors[:n] @ query
+        if mask is None:
+            return scores, n
+        allowed = int(np.count_nonzero(mask))
+        return np.where(mask, scores, -np.inf).astype(np.float32, copy=False), allowed
+
+    def best(self, scores: Scores, k: int) -> list[tuple[str, float]]:
+        """The k best (id, score) pairs of `scores`, best first (k <= allowed rows)."""
+        n = scores.shape[0]
+        k = min(k, n)
+        if k <= 0:
+            return []
+        rows = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        rows = rows[np.argsort(-scores[rows], kind="stable")]
+        return [(self._ids[r], float(scores[r])) for r in rows.tolist()]
+
     def top_k(self, query: Vector, k: int, mask: Mask | None = None) -> list[tuple[str, float]]:
         """The k best (id, cosine) pairs, best first; `query` must be unit length."""
-        n = self.size
-        if n == 0 or k <= 0:
+        if self.size == 0 or k <= 0:
             return []
-        scores = self._vectors[:n] @ query
-        allowed = n
-        if mask is not None:
-            allowed = int(np.count_nonzero(mask))
-            if allowed == 0:
-                return []
-            scores = np.where(mask, scores, -np.inf)
-        kk = min(k, allowed)
-        rows = np.argpartition(-scores, kk - 1)[:kk] if kk < n else np.arange(n)
-        rows = rows[np.argsort(-scores[rows], kind="stable")][:kk]
-        return [(self._ids[r], float(scores[r])) for r in rows.tolist()]
+        scores, allowed = self.scores(query, mask)
+        return self.best(scores, min(k, allowed))
 
 
 class VectorCache:
