@@ -173,7 +173,9 @@ async def import_document(
     one), every field as exported. Ids already present are an error before anything is
     written, or skipped with `skip_existing=True`."""
     memories, links, archives = _parse_document(document)
-    target = namespace if namespace is not None else str(document.get("namespace"))
+    target = namespace if namespace is not None else document.get("namespace")
+    if not isinstance(target, str):
+        raise ValidationError("the export names no namespace; pass one to import into")
     ns = check_namespace(target, memory.policy.limits)
     store, graph = memory.store, memory.graph
     result = ImportResult(namespace=ns)
