@@ -102,6 +102,12 @@ class RetrievalPolicy(BaseModel):
     noise_floor: float = Field(
         default=0.05, description="raw cosine under which a vector-only candidate is dropped"
     )
+    lexical_floor: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="share of the best BM25 score a lexical-only candidate needs",
+    )
     relevance_threshold: float = Field(
         default=0.25, description="raw cosine a hit needs to count as 'found' in phase 1"
     )

@@ -327,11 +327,20 @@ class Retriever:
     ) -> list[Hit]:
         """Score every candidate (relevance normalised over this candidate set) and sort."""
         rp, dp, sp = self.policy.retrieval, self.policy.decay, self.policy.scoring
+        best_lexical = max((c.lexical or 0.0 for c in pool.by_id.values()), default=0.0)
+        lexical_only = plan.weights.vector == 0  # exact-id lookups: cosine is not asked for
         cands = [
             c
             for c in pool.by_id.values()
             if c.memory.id in plan.force_ids
-            or passes_noise_floor(c.cosine, c.lexical, c.graph, rp.noise_floor)
+            or (lexical_only and c.lexical)
+            or passes_noise_floor(
+                c.cosine,
+                (c.lexical or 0.0) / best_lexical if best_lexical > 0 else None,
+                c.graph,
+                rp.noise_floor,
+                rp.lexical_floor,
+            )
         ]
         live_n = len(cands)
         cosines = [c.cosine for c in cands] + [score for _, score in archived]

@@ -101,13 +101,21 @@ def final_score(
 
 
 def passes_noise_floor(
-    cosine: float | None, lexical: float | None, graph: float | None, floor: float
+    cosine: float | None,
+    lexical_share: float | None,
+    graph: float | None,
+    floor: float,
+    lexical_floor: float,
 ) -> bool:
-    """A candidate found only by vector search, and near nothing, is noise.
+    """A candidate that is near nothing is noise.
 
-    Lexical or graph evidence keeps a candidate even when its cosine is low, because an
-    exact identifier or an association is a reason of its own.
+    Raw cosine at or above `floor` keeps a candidate; so does an association, or a
+    lexical match worth at least `lexical_floor` of the best lexical score in the set
+    (`lexical_share`). A BM25 hit on common words alone does not: an OR query matches
+    "the" in every memory, and such hits would crowd out relevant COLD and archived ones.
     """
-    if (lexical is not None and lexical > 0) or (graph is not None and graph > 0):
+    if graph is not None and graph > 0:
+        return True
+    if lexical_share is not None and lexical_share >= lexical_floor:
         return True
     return cosine is not None and cosine >= floor

@@ -66,9 +66,10 @@ def test_final_score_formula_and_tier_factors() -> None:
     assert archived == pytest.approx(score / 1.2)
 
 
-def test_noise_floor_drops_vector_only_noise_but_keeps_other_evidence() -> None:
-    assert not passes_noise_floor(0.01, None, None, 0.05)
-    assert passes_noise_floor(0.01, 2.0, None, 0.05)
-    assert passes_noise_floor(0.01, None, 0.3, 0.05)
-    assert passes_noise_floor(0.2, None, None, 0.05)
-    assert not passes_noise_floor(None, 0.0, 0.0, 0.05)
+def test_noise_floor_drops_near_nothing_but_keeps_real_evidence() -> None:
+    assert not passes_noise_floor(0.01, None, None, 0.05, 0.2)
+    assert passes_noise_floor(0.2, None, None, 0.05, 0.2)
+    assert passes_noise_floor(0.01, 1.0, None, 0.05, 0.2)  # the best lexical match
+    assert not passes_noise_floor(0.01, 0.05, None, 0.05, 0.2)  # stopword-only match
+    assert passes_noise_floor(0.01, None, 0.3, 0.05, 0.2)  # an association
+    assert not passes_noise_floor(None, 0.0, 0.0, 0.05, 0.2)
