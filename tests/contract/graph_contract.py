@@ -2,7 +2,9 @@
 
 Subclass `AssociationGraphContract` in a `Test...` class and provide an async `graph`
 fixture that yields a ready graph. Every test works in fresh uuid namespaces (cleared
-afterwards), so the suite also runs against a shared server.
+afterwards), so the suite also runs against a shared server; only
+`test_clear_namespace_and_everything` calls `clear(None)`, so give the fixture a graph
+of its own there.
 
 Conventions the suite pins down (the port leaves them open):
 - A link from a memory to itself is a ValidationError (upsert, strengthen, unlink).

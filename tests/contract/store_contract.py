@@ -11,8 +11,10 @@ fixture that yields a ready store:
             await store.close()
 
 Every test works in fresh uuid namespaces (cleared afterwards), so the suite also runs
-against a shared server. Override `dimension` if the backend's vectors are fixed to a
-size, and set `transactional = False` when `transaction()` is documented as a no-op.
+against a shared server; only `test_clear_everything` calls `clear(None)`, so give the
+fixture a store of its own there (its own collection prefix, database or file).
+Override `dimension` if the backend's vectors are fixed to a size, and set
+`transactional = False` when `transaction()` is documented as a no-op.
 
 Conventions the suite pins down (the port leaves them open):
 - Ids are unique per namespace across live memories and archive records.

@@ -139,6 +139,20 @@ class TestSQLiteFile:
         with pytest.raises(BackendUnavailableError):
             await SQLiteMemoryStore.open(path, verify=verify)
 
+    async def test_a_short_tail_is_caught_without_the_full_check(self, tmp_path: Path) -> None:
+        """Only the last page is missing: the schema still reads, the header does not add
+        up, and the O(1) header check refuses the file even with verify=False."""
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path)
+        await store.put_many(
+            "ns", [memory(f"m{i}", [float(i), 1.0], content="z" * 2000) for i in range(100)]
+        )
+        await store.close()
+        data = path.read_bytes()
+        path.write_bytes(data[:-4096])
+        with pytest.raises(BackendUnavailableError, match="truncated"):
+            await SQLiteMemoryStore.open(path, verify=False)
+
     async def test_corrupt_pages_are_refused_at_open(self, tmp_path: Path) -> None:
         path = tmp_path / "memory.db"
         store = await SQLiteMemoryStore.open(path)

@@ -6,10 +6,13 @@ graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
 - Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
   crash or a power loss (details in `sqlite_schema`).
 - Namespaces: every statement filters by namespace in its own WHERE clause.
-- Vector search: brute-force cosine over per-(namespace, tier) float32 matrices kept in
-  memory (`sqlite_vectors`), updated in place by this store's writes and dropped when
-  `PRAGMA data_version` shows another connection or process wrote to the file.
-- Lexical search: FTS5 with BM25, user text quoted word by word (`sqlite_query`).
+- Vector search: exact brute-force cosine over per-(namespace, tier) float32 matrices
+  kept in memory (`sqlite_vectors`), updated in place by this store's writes, dropped
+  on a rollback and when `PRAGMA data_version` shows another connection or process
+  wrote to the file. The cheap filters are masks over cached flags; metadata filters
+  run in SQL on growing batches of the best-scoring rows.
+- Lexical search: FTS5 with BM25, user text quoted word by word (`sqlite_query`);
+  words found in half the texts or more are left out of the query (their idf is 0).
   BM25's document statistics are those of the whole file, so a namespace's scores
   depend slightly on other namespaces' texts (never its results or counts).
 """

@@ -20,6 +20,7 @@ get rolled back with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import sqlite3
 import threading
@@ -404,7 +405,10 @@ class SQLiteDatabase:
         return self._transaction()
 
     async def close(self) -> None:
+        """Close the connection (idempotent); the last one to close checkpoints the WAL."""
         with self.lock:
             if self._conn is not None:
                 conn, self._conn = self._conn, None
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA optimize")  # keeps the planner's statistics fresh
                 conn.close()
