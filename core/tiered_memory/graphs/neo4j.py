@@ -25,8 +25,8 @@ Weights travel as integers scaled by 2**62 and are divided back in Cypher: divis
 a power of two is exact in IEEE-754, and FalkorDB's Bolt layer prints float parameters
 with six decimals, which would otherwise round every weight.
 
-Dialects. The server is recognised once, when the graph opens (`CALL dbms.components()`
-answers on Neo4j only; FalkorDB lists its `db.idx.*` procedures), and the differences
+Dialects. The server is recognised once, when the graph opens (FalkorDB lists its
+`db.idx.*` procedures; `CALL dbms.components()` answers on Neo4j), and the differences
 are kept in two small classes below: how the (namespace, id) index is created, and how
 parameters must be shaped for FalkorDB, whose Bolt layer splices them into the query
 text (single quotes and backslashes must be escaped, NUL cannot be carried) inside a
@@ -612,19 +612,22 @@ class Neo4jAssociationGraph:
         return self._dialect
 
     async def _detect(self) -> Dialect:
+        """Ask for FalkorDB's procedure list first (one refused call on Neo4j, once per
+        process), because FalkorDB's error path is slow; then for Neo4j's components."""
         from neo4j.exceptions import Neo4jError
 
+        procedures: list[str] | None
         try:
-            components: Rows | None = await self._execute(_COMPONENTS, {}, write=False)
-        except Neo4jError:  # the server answered, but not as Neo4j
-            components = None
-        procedures: list[str] | None = None
-        if not components:
+            rows = await self._execute(_PROCEDURES, {}, write=False)
+            procedures = [str(row["name"]) for row in rows]
+        except Neo4jError:  # the server answered, but has no dbms.procedures()
+            procedures = None
+        components: Rows | None = None
+        if procedures is None or not any(p.startswith("db.idx.") for p in procedures):
             try:
-                rows = await self._execute(_PROCEDURES, {}, write=False)
-                procedures = [str(row["name"]) for row in rows]
+                components = await self._execute(_COMPONENTS, {}, write=False)
             except Neo4jError:
-                procedures = None
+                components = None
         dialect = choose_dialect(components, procedures)
         log.info("%s speaks the %s dialect", self._where(), dialect.name)
         return dialect
@@ -637,7 +640,8 @@ class Neo4jAssociationGraph:
         )
 
     async def _execute(self, query: str, params: dict[str, Any], *, write: bool) -> Rows:
-        """One statement in a managed transaction; `params` are already encoded."""
+        """A managed transaction, so the driver retries what is transient; read or write
+        also tells a cluster where to route it. `params` are already encoded."""
         async with self._session() as session:
             if write:
                 return await session.execute_write(_work, query, params)
@@ -689,8 +693,8 @@ class Neo4jAssociationGraph:
         where = self._where()
         if isinstance(e, nx.AuthError):
             return ConfigurationError(
-                f"{where} refused the credentials; check the user and password "
-                "(e.g. NEO4J_USER / NEO4J_PASSWORD)"
+                f"{where} refused the credentials; check the user and password passed "
+                "as auth= (graph.neo4j.user / graph.neo4j.password in the settings)"
             )
         unreachable = (
             nx.ServiceUnavailable,

@@ -197,7 +197,7 @@ class FalkorDBServer:
         except OSError:
             return "(no log)"
 
-    def heal(self, *, width: int = 8, probe_timeout: float = 0.1, rounds: int = 16) -> int:
+    def heal(self, *, width: int = 8, probe_timeout: float = 0.05, rounds: int = 16) -> int:
         """Absorb descriptors poisoned by GOODBYE (module docstring); returns how many.
 
         Each round opens `width` probes at once and keeps every probe open until the

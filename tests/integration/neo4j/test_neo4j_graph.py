@@ -40,6 +40,8 @@ from .conftest import FAST, Backend, FalkorDBServer, GraphFactory
 pytestmark = pytest.mark.neo4j
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# outage tests: give up on a dead server quickly
+OUTAGE = {**FAST, "retry_time": 0.5}
 
 
 class TestNeo4jAssociationGraph(AssociationGraphContract):
@@ -368,7 +370,7 @@ async def test_a_driver_passed_in_stays_open(bolt_backend: Backend) -> None:
 async def test_a_stopped_server_is_a_backend_unavailable_error_not_a_hang(
     outage_server: FalkorDBServer,
 ) -> None:
-    graph = await Neo4jAssociationGraph.connect(outage_server.uri, **FAST)
+    graph = await Neo4jAssociationGraph.connect(outage_server.uri, **OUTAGE)
     try:
         ns = unique_namespace()
         await graph.upsert_links(ns, [link("a", "b", 0.5)])
@@ -382,7 +384,7 @@ async def test_a_stopped_server_is_a_backend_unavailable_error_not_a_hang(
             started = time.monotonic()
             with pytest.raises(BackendUnavailableError) as caught:
                 await call()
-            assert time.monotonic() - started < 15
+            assert time.monotonic() - started < 10
             message = str(caught.value)
             assert outage_server.uri in message
             assert "running" in message
@@ -400,7 +402,7 @@ async def test_a_server_down_at_open_heals_when_it_comes_back(
     outage_server: FalkorDBServer,
 ) -> None:
     outage_server.stop()
-    graph = Neo4jAssociationGraph(outage_server.uri, **FAST)
+    graph = Neo4jAssociationGraph(outage_server.uri, **OUTAGE)
     try:
         with pytest.raises(BackendUnavailableError, match="unreachable"):
             await graph.open()
@@ -480,6 +482,39 @@ class FakeRunner:
                 del self.fail[marker]
                 raise error
         return self.indexes if "db.indexes" in query else []
+
+
+async def test_open_takes_the_neo4j_branch_on_a_neo4j_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole open() of a Neo4j server, its answers faked: no dbms.procedures(),
+    a Neo4j kernel in dbms.components(), then the constraint."""
+    graph = Neo4jAssociationGraph("bolt://neo4j.example:7687", ("u", "p"))
+    sent: list[tuple[str, dict[str, Any], bool]] = []
+
+    async def answer(query: str, params: dict[str, Any], *, write: bool) -> list[Any]:
+        sent.append((" ".join(query.split()), params, write))
+        if "dbms.procedures" in query:
+            raise ClientError("There is no procedure with the name `dbms.procedures`")
+        if "dbms.components" in query:
+            return NEO4J_COMPONENTS
+        return []
+
+    monkeypatch.setattr(graph, "_execute", answer)
+    await graph.open()
+    assert graph.dialect == "neo4j"
+    assert [q.split(" ")[:2] for q, _, _ in sent] == [
+        ["CALL", "dbms.procedures()"],
+        ["CALL", "dbms.components()"],
+        ["CREATE", "CONSTRAINT"],
+    ]
+    await graph.upsert_links("it's", [link("a'", "b", 0.5)])
+    _, params, write = sent[-1]
+    assert write
+    assert params["ns"] == "it's"  # Neo4j gets raw values: no FalkorDB escaping
+    assert params["rows"][0]["a"] == "a'"
+    await graph.open()  # ready: nothing more is sent
+    assert len(sent) == 4
 
 
 async def test_neo4j_schema_is_a_constraint_with_an_index_fallback() -> None:
