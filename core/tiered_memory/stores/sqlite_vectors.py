@@ -154,7 +154,9 @@ class VectorIndex:
         if mask is None:
             return scores, n
         allowed = int(np.count_nonzero(mask))
-        return np.where(mask, scores, -np.inf).astype(np.float32, copy=False), allowed
+        if allowed < n:  # in place: the product is a fresh array, and most rows pass
+            scores[~mask] = -np.inf
+        return scores, allowed
 
     def best(self, scores: Scores, k: int) -> list[tuple[str, float]]:
         """The k best (id, score) pairs of `scores`, best first (k <= allowed rows)."""
