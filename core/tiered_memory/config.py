@@ -618,17 +618,10 @@ def build_sync_memory(
 ) -> TieredMemory:
     """The blocking `TieredMemory` over `build_memory(...)`; close it with `close()`."""
     from .engine import TieredMemory
-    from .runner import LoopThread
 
-    loop = LoopThread()
-    try:
-        engine = loop.run(
-            build_memory(settings, clock=clock, embedder=embedder, summarizer=summarizer)
-        )
-    except BaseException:
-        loop.stop()
-        raise
-    return TieredMemory(engine, _loop=loop)
+    return TieredMemory.from_async(
+        build_memory(settings, clock=clock, embedder=embedder, summarizer=summarizer)
+    )
 
 
 __all__ = [

@@ -323,7 +323,7 @@ class AsyncTieredMemory:
         links: list[Link] = []
         strengthen: list[str] = []
         now = self.clock.now()
-        explicit_ids = [p.memory.id for p in prepared if inputs[prepared.index(p)].id]
+        explicit_ids = [p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id]
         if explicit_ids:
             clash = await self.store.get_many(ns, explicit_ids)
             clash_archived = await self.store.get_archives(ns, explicit_ids)
@@ -331,17 +331,11 @@ class AsyncTieredMemory:
             if taken:
                 raise ValidationError(f"ids already exist in {ns!r}: {taken[:5]}")
 
-        for p in prepared:
+        stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
+        for i, p in enumerate(prepared):
             near: list[tuple[str, float]] = []
             if k_near:
-                for s in await self.store.vector_search(
-                    ns,
-                    p.vector,
-                    tiers=LIVE_TIERS,
-                    k=k_near,
-                    filters=SearchFilter(include_forgotten=True, include_superseded=True),
-                ):
-                    near.append((s.memory.id, s.score))
+                near.extend(stored_near[i])
                 if accepted_matrix:
                     sims = np.stack(accepted_matrix) @ p.vector
                     for j in np.argsort(-sims)[:k_near]:
@@ -390,6 +384,30 @@ class AsyncTieredMemory:
             else:
                 out.append(existing[r])
         return out
+
+    async def _stored_near(
+        self, ns: str, prepared: Sequence[_Prepared], k: int
+    ) -> builtins.list[builtins.list[tuple[str, float]]]:
+        """Each item's k nearest stored memories (forgotten and superseded included), as
+        (id, cosine): in one batch where the store can (the embedded one), else one
+        search per item."""
+        filters = SearchFilter(include_forgotten=True, include_superseded=True)
+        batch = getattr(self.store, "vector_search_many", None)
+        if batch is not None:
+            matrix = np.stack([np.asarray(p.vector, dtype=np.float32) for p in prepared])
+            found: builtins.list[builtins.list[tuple[str, float]]] = await batch(
+                ns, matrix, tiers=LIVE_TIERS, k=k, filters=filters
+            )
+            return found
+        return [
+            [
+                (s.memory.id, s.score)
+                for s in await self.store.vector_search(
+                    ns, p.vector, tiers=LIVE_TIERS, k=k, filters=filters
+                )
+            ]
+            for p in prepared
+        ]
 
     @staticmethod
     def _as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
@@ -1039,8 +1057,7 @@ class TieredMemory:
         clock: Clock | None = None,
     ) -> TieredMemory:
         """The no-server default: one SQLite file and a folder for archived originals."""
-        loop = LoopThread()
-        engine = loop.run(
+        return cls.from_async(
             AsyncTieredMemory.embedded(
                 path,
                 embedder=embedder,
@@ -1050,6 +1067,18 @@ class TieredMemory:
                 clock=clock,
             )
         )
+
+    @classmethod
+    def from_async(cls, opening: Coroutine[Any, Any, AsyncTieredMemory]) -> TieredMemory:
+        """Wrap the engine that `opening` builds. It runs on the facade's own loop, so
+        the engine's connections live where its methods will run; if building fails,
+        that loop is stopped again (no thread is leaked)."""
+        loop = LoopThread()
+        try:
+            engine = loop.run(opening)
+        except BaseException:
+            loop.stop()
+            raise
         return cls(engine, _loop=loop)
 
     @classmethod
@@ -1063,17 +1092,11 @@ class TieredMemory:
         **overrides: Any,
     ) -> TieredMemory:
         """The blocking face of `AsyncTieredMemory.from_config`."""
-        loop = LoopThread()
-        try:
-            engine = loop.run(
-                AsyncTieredMemory.from_config(
-                    config, clock=clock, embedder=embedder, summarizer=summarizer, **overrides
-                )
+        return cls.from_async(
+            AsyncTieredMemory.from_config(
+                config, clock=clock, embedder=embedder, summarizer=summarizer, **overrides
             )
-        except BaseException:
-            loop.stop()
-            raise
-        return cls(engine, _loop=loop)
+        )
 
     @classmethod
     def from_env(

@@ -10,9 +10,23 @@ import math
 import uuid
 from datetime import date, datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+E = TypeVar("E", bound=Enum)
+
+
+def _parse_enum(cls: type[E], value: E | str, what: str) -> E:
+    from .errors import ValidationError
+
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).strip().lower())
+    except ValueError:
+        names = ", ".join(str(t.value) for t in cls)
+        raise ValidationError(f"unknown {what} {value!r}; expected one of: {names}") from None
 
 
 class Tier(str, Enum):
@@ -26,15 +40,7 @@ class Tier(str, Enum):
     @classmethod
     def parse(cls, value: Tier | str) -> Tier:
         """Accept a Tier or its name in any case; unknown names get a typed error."""
-        from .errors import ValidationError
-
-        if isinstance(value, Tier):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            names = ", ".join(t.value for t in cls)
-            raise ValidationError(f"unknown tier {value!r}; expected one of: {names}") from None
+        return _parse_enum(cls, value, "tier")
 
 
 ACTIVE_TIERS: frozenset[Tier] = frozenset({Tier.HOT, Tier.WARM})
@@ -51,17 +57,7 @@ class MemoryType(str, Enum):
 
     @classmethod
     def parse(cls, value: MemoryType | str) -> MemoryType:
-        from .errors import ValidationError
-
-        if isinstance(value, MemoryType):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            names = ", ".join(t.value for t in cls)
-            raise ValidationError(
-                f"unknown memory type {value!r}; expected one of: {names}"
-            ) from None
+        return _parse_enum(cls, value, "memory type")
 
 
 def new_id() -> str:
