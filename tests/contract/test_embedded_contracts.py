@@ -443,6 +443,34 @@ class TestVectorCacheConsistency:
         assert [h.record.id for h in archive_hits] == best
 
 
+class TestVectorCacheLifetime:
+    async def test_a_rejected_batch_keeps_the_cache(self, store: SQLiteMemoryStore) -> None:
+        q = np.asarray([1.0, 0.0], dtype=np.float32)
+        await store.put_many("ns", [memory("a", [1.0, 0.0])])
+        await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
+        cached = store._cache.get(("ns", "hot"))
+        assert cached is not None
+        with pytest.raises(ValidationError):
+            await store.put_many("ns", [memory("b", [1.0, 0.0]), memory("a", [0.0, 1.0])])
+        assert store._cache.get(("ns", "hot")) is cached
+
+    async def test_a_rolled_back_write_drops_the_cache(self, store: SQLiteMemoryStore) -> None:
+        q = np.asarray([1.0, 0.0], dtype=np.float32)
+        await store.put_many("ns", [memory("a", [0.0, 1.0])])
+        await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
+
+        async def fail() -> None:
+            async with store.transaction():
+                await store.put_many("ns", [memory("b", [1.0, 0.0])])
+                raise RuntimeError("undo")
+
+        with pytest.raises(RuntimeError):
+            await fail()
+        assert store._cache.get(("ns", "hot")) is None
+        hits = await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
+        assert [h.memory.id for h in hits] == ["a"]
+
+
 class TestQueryTranslation:
     @pytest.mark.parametrize(
         ("text", "expected"),

@@ -48,6 +48,7 @@ from tiered_memory.models import (
 from tiered_memory.policy import TierPolicy
 from tiered_memory.ports import (
     AccessRecord,
+    Matrix,
     MemoryPatch,
     ScanQuery,
     ScoredArchive,
@@ -84,6 +85,7 @@ from .sqlite_vectors import (
     VectorIndex,
     flags_of,
     unit,
+    unit_rows,
 )
 
 _FIELDS = (
@@ -98,6 +100,7 @@ _ARCHIVE_KEY = "archived"  # cache partition of a namespace's archive records
 DEFAULT_CACHE_ROWS = 2_000_000
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
+_QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
 
 
 def _columns(alias: str, with_embeddings: bool) -> str:
@@ -189,7 +192,19 @@ class SQLiteMemoryStore:
         self._use_days_kept = use_days_kept
         self._cache = VectorCache(cache_rows)
         self._data_version: int | None = None
-        database.on_rollback(self._cache.clear)
+        self._cache_dirty = False  # the cache holds writes not yet committed
+        database.on_rollback(self._rolled_back)
+        database.on_commit(self._committed)
+
+    def _rolled_back(self) -> None:
+        # Cached rows may mirror writes that no longer exist; a rejected batch that never
+        # reached the cache keeps it (reloading 100k vectors takes a second).
+        if self._cache_dirty:
+            self._cache.clear()
+            self._cache_dirty = False
+
+    def _committed(self) -> None:
+        self._cache_dirty = False
 
     @classmethod
     async def open(
@@ -533,6 +548,7 @@ class SQLiteMemoryStore:
         loaded = [key for key in self._cache if key[0] == ns]
         if not loaded or not ids:
             return
+        self._cache_dirty = True
         indexes = {key[1]: self._cache.get(key) for key in loaded}
         for index in indexes.values():
             if index is not None:
@@ -635,6 +651,62 @@ class SQLiteMemoryStore:
             best = best[:k]
             found = self._get(conn, ns, [i for i, _ in best], False)
         return [ScoredMemory(found[i], score) for i, score in best if i in found]
+
+    async def vector_search_many(
+        self,
+        namespace: str,
+        queries: Matrix,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = _NO_FILTER,
+    ) -> list[list[tuple[str, float]]]:
+        """The (id, cosine) pairs `vector_search` would rank, for many queries at once:
+        one matrix product per tier and block of queries instead of one pass over the
+        matrix per query (add_many's deduplication and auto-linking)."""
+        ns = _check_namespace(namespace)
+        check_k(k)
+        matrix = np.asarray(queries, dtype=np.float32)
+        if filters.metadata or matrix.ndim != 2:  # metadata needs SQL: one query at a time
+            return [
+                [(s.memory.id, s.score) for s in found]
+                for found in [
+                    await self.vector_search(ns, q, tiers=tiers, k=k, filters=filters)
+                    for q in matrix
+                ]
+            ]
+        parts = tier_values(frozenset(tiers) & LIVE_TIERS)
+        best: list[list[tuple[str, float]]] = [[] for _ in range(matrix.shape[0])]
+        if not best:
+            return best
+        for row in matrix:
+            check_vector(row, None, what="query vector")
+        await self._db.gate()
+        with self._db.read() as conn:
+            dim = self._dimension(conn)
+            if dim is None or not parts:
+                return best
+            if matrix.shape[1] != dim:
+                raise DimensionMismatchError(
+                    f"query vectors have dimension {matrix.shape[1]}, but this store holds "
+                    f"{dim}-d vectors (embed them with the model used for the memories)"
+                )
+            units = unit_rows(matrix)
+            self._sync_cache(conn)
+            for part in parts:
+                index = self._index(conn, ns, part, dim)
+                if index.size == 0:
+                    continue
+                mask = self._mask(index, filters)
+                for start in range(0, units.shape[0], _QUERY_BLOCK):
+                    block, allowed = index.scores_many(units[start : start + _QUERY_BLOCK], mask)
+                    for j in range(block.shape[1]):
+                        column = np.ascontiguousarray(block[:, j])
+                        best[start + j].extend(index.best(column, min(k, allowed)))
+        for pairs in best:
+            pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+            del pairs[k:]
+        return best
 
     @staticmethod
     def _best_matching(

@@ -76,6 +76,9 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS memories_tier_cold ON memories (namespace, tier, cold_since)",
     """CREATE INDEX IF NOT EXISTS memories_tier_changed
         ON memories (namespace, tier, tier_changed_at)""",
+    # The few pinned memories, which recall() scans for on every call.
+    """CREATE INDEX IF NOT EXISTS memories_pinned
+        ON memories (namespace, tier, id) WHERE pinned = 1""",
     # External-content FTS5 index kept in step by triggers, inside the writing transaction.
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         content, content='memories', content_rowid='pk',
@@ -203,6 +206,7 @@ class SQLiteDatabase:
         self._depth = 0  # open BEGIN/SAVEPOINT levels
         self._tx: _Transaction | None = None
         self._rollback_listeners: list[Callable[[], None]] = []
+        self._commit_listeners: list[Callable[[], None]] = []
 
     @classmethod
     async def open(
@@ -356,6 +360,9 @@ class SQLiteDatabase:
         level = self._depth - 1
         conn.execute("COMMIT" if level == 0 else f"RELEASE sp{level}")
         self._depth = level
+        if level == 0:
+            for listener in self._commit_listeners:
+                listener()
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         level = self._depth - 1
@@ -375,6 +382,10 @@ class SQLiteDatabase:
     def on_rollback(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every rollback (in-memory caches drop their state)."""
         self._rollback_listeners.append(listener)
+
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every outermost commit."""
+        self._commit_listeners.append(listener)
 
     def data_version(self) -> int:
         """Changes whenever another connection (or process) commits to the file."""
