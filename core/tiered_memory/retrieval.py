@@ -371,8 +371,12 @@ class Retriever:
                 tier_factor=factor,
                 score=score,
             )
+            # Reached through an association: linked, and not found on its own merits.
+            # (Direct searches of small tiers return every row, related or not.)
+            via_graph = bool(cand.graph) and not self._is_found(cand, plan.weights)
+            phase = 2 if via_graph else cand.phase
             hits.append(
-                Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=cand.phase, via=cand.via)
+                Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=phase, via=cand.via)
             )
         for j, (record, cosine) in enumerate(archived):
             i = live_n + j
