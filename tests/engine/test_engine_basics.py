@@ -240,7 +240,7 @@ def test_cold_is_searched_on_deep_or_explicit_tiers_with_half_score(mem: TieredM
 
 def test_cold_neighbour_reached_through_a_link_is_reactivated(mem: TieredMemory) -> None:
     seed = mem.add("Ava's recital is on Friday", namespace="ns")
-    cold = mem.add("Buy flowers for the recital", namespace="ns")
+    cold = mem.add("Remember to buy flowers", namespace="ns")
     mem.link(seed.id, cold.id, namespace="ns", weight=0.9)
     mem.demote(cold.id, Tier.COLD, namespace="ns")
     inj = mem.recall("when is Ava's recital", namespace="ns", budget_tokens=500)
