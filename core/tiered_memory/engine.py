@@ -319,7 +319,8 @@ class AsyncTieredMemory:
 
         results: list[Memory | str] = []  # a Memory, or the id of an existing duplicate
         accepted: list[_Prepared] = []
-        accepted_matrix: list[Vector] = []
+        # unit rows of the accepted items, so later items of the batch dedup against them
+        accepted_matrix = np.empty((len(prepared), prepared[0].vector.size), dtype=np.float32)
         links: list[Link] = []
         strengthen: list[str] = []
         now = self.clock.now()
@@ -336,8 +337,8 @@ class AsyncTieredMemory:
             near: list[tuple[str, float]] = []
             if k_near:
                 near.extend(stored_near[i])
-                if accepted_matrix:
-                    sims = np.stack(accepted_matrix) @ p.vector
+                if accepted:
+                    sims = accepted_matrix[: len(accepted)] @ p.vector
                     for j in np.argsort(-sims)[:k_near]:
                         near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
                 near.sort(key=lambda t: t[1], reverse=True)
@@ -345,8 +346,8 @@ class AsyncTieredMemory:
                 results.append(near[0][0])
                 strengthen.append(near[0][0])
                 continue
+            accepted_matrix[len(accepted)] = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
             accepted.append(p)
-            accepted_matrix.append(p.vector / (float(np.linalg.norm(p.vector)) or 1.0))
             results.append(p.memory)
             if link:
                 for other, sim in near[: ap.autolink_top_k]:
@@ -364,7 +365,7 @@ class AsyncTieredMemory:
 
         if accepted:
             for p in accepted:
-                p.memory.embedding = [float(x) for x in p.vector]
+                p.memory.embedding = p.vector.tolist()
             await self.store.put_many(ns, [p.memory for p in accepted])
             for p in accepted:
                 p.memory.embedding = None
@@ -775,8 +776,8 @@ class AsyncTieredMemory:
         if live:
             await self.store.delete_many(ns, [id])
         else:
+            await self.store.delete_archives(ns, [id])
             await self.objects.delete(ns, id)
-            await self._delete_archive_record(ns, id)
 
     async def forget_many(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
@@ -795,10 +796,11 @@ class AsyncTieredMemory:
         if gone:
             await self.graph.drop_nodes(ns, gone)
         deleted = await self.store.delete_many(ns, list(live)) if live else 0
-        for memory_id in archived:
-            await self.objects.delete(ns, memory_id)
-            await self._delete_archive_record(ns, memory_id)
-            deleted += 1
+        if archived:
+            # the record first: an orphan original is harmless, a record without one is not
+            deleted += await self.store.delete_archives(ns, list(archived))
+            for memory_id in archived:
+                await self.objects.delete(ns, memory_id)
         return deleted
 
     async def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
@@ -809,21 +811,6 @@ class AsyncTieredMemory:
             await self.objects.delete(ns, key)
         await self.graph.clear(ns)
         await self.store.clear(ns)
-
-    async def _delete_archive_record(self, ns: str, id: str) -> None:
-        # Deleting an archive record: restore it to a live memory, then delete that.
-        record = (await self.store.get_archives(ns, [id]))[id]
-        now = self.clock.now()
-        placeholder = Memory(
-            id=id,
-            namespace=ns,
-            content=record.summary,
-            created_at=record.created_at,
-            updated_at=now,
-            embedding=record.summary_embedding,
-        )
-        await self.store.unarchive_many(ns, [placeholder])
-        await self.store.delete_many(ns, [id])
 
     async def restore(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
         """Undo a soft delete; for an archived memory, bring it back to WARM from its

@@ -202,6 +202,10 @@ class MemoryStore(Protocol):
         self, namespace: str, *, after_id: str | None = None, limit: int = 500
     ) -> list[ArchiveRecord]: ...
 
+    async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
+        """Hard delete archive records (their originals in object storage are the
+        caller's to delete); returns how many were deleted."""
+
     # -- housekeeping ------------------------------------------------------------------
 
     def transaction(self) -> AbstractAsyncContextManager[None]:

@@ -1037,6 +1037,20 @@ class MemoryStoreContract:
         assert await store.unarchive_many(namespace, [back]) == 0
         assert (await self.one(store, namespace, "a")).content == "restored content"
 
+    async def test_delete_archives_removes_only_those_records(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        other = f"{namespace}-other"
+        for ns in (namespace, other):
+            await self.put(store, ns, self.memory("a"), self.memory("b"))
+            await store.archive_many(ns, [self.record("a", ns), self.record("b", ns)])
+        assert await store.delete_archives(namespace, ["a", "ghost"]) == 1
+        assert list(await store.get_archives(namespace, ["a", "b"])) == ["b"]
+        assert sorted(await store.get_archives(other, ["a", "b"])) == ["a", "b"]
+        assert await store.delete_archives(namespace, ["a"]) == 0
+        assert await store.get_many(namespace, ["a"]) == {}
+        await store.clear(other)
+
     async def test_scan_archives_pages_by_id(self, store: MemoryStore, namespace: str) -> None:
         ids = [f"r{i:02d}" for i in range(7)]
         await self.put(store, namespace, *(self.memory(i) for i in ids))

@@ -1037,6 +1037,18 @@ class SQLiteMemoryStore:
             self._refresh(conn, ns, sorted(archived))
         return len(archived)
 
+    async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
+        ns = _check_namespace(namespace)
+        if not ids:
+            return 0
+        await self._db.gate()
+        with self._db.write() as conn:
+            cur = conn.execute(
+                f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(list(ids))),
+            )
+            return int(cur.rowcount)
+
     async def scan_archives(
         self, namespace: str, *, after_id: str | None = None, limit: int = 500
     ) -> list[ArchiveRecord]:

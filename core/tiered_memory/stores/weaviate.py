@@ -1373,6 +1373,14 @@ class WeaviateMemoryStore:
         await self._delete(self.archive_name, namespace, [m.id for m in memories])
         return len(memories)
 
+    async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        present = await self._present(self.archive_name, namespace, _unique(ids))
+        if present:
+            await self._delete(self.archive_name, namespace, sorted(present))
+        return len(present)
+
     async def scan_archives(
         self, namespace: str, *, after_id: str | None = None, limit: int = 500
     ) -> list[ArchiveRecord]:
