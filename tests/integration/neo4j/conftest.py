@@ -90,7 +90,10 @@ def _handshake(s: socket.socket) -> bool:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the server gets SIGTERM if the test process dies without cleaning up."""
+    """Linux: the server gets SIGTERM if the test process dies without cleaning up.
+
+    The signal follows the spawning thread; servers are started from fixtures and test
+    bodies, which run on pytest's main thread."""
     if sys.platform.startswith("linux"):
         import ctypes
 
