@@ -47,6 +47,8 @@ BOLT_HANDSHAKE = b"\x60\x60\xb0\x17" + b"\x00\x07\x07\x05" + b"\x00\x00\x04\x04"
 
 # Short timeouts: a dead server must fail a test in seconds, never hang it.
 FAST: dict[str, Any] = {"connection_timeout": 1.0, "acquisition_timeout": 3.0, "retry_time": 2.0}
+# For tests that stop the server on purpose: give up on it after half a second.
+OUTAGE: dict[str, Any] = {**FAST, "retry_time": 0.5}
 
 
 def free_port() -> int:

@@ -35,13 +35,11 @@ from tiered_memory.graphs.neo4j import (
 )
 from tiered_memory.models import LinkKind, Neighbor
 
-from .conftest import FAST, Backend, FalkorDBServer, GraphFactory
+from .conftest import FAST, OUTAGE, Backend, FalkorDBServer, GraphFactory
 
 pytestmark = pytest.mark.neo4j
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-# outage tests: give up on a dead server quickly
-OUTAGE = {**FAST, "retry_time": 0.5}
 
 
 class TestNeo4jAssociationGraph(AssociationGraphContract):
