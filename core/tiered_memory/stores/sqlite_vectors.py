@@ -158,6 +158,17 @@ class VectorIndex:
             scores[~mask] = -np.inf
         return scores, allowed
 
+    def scores_many(self, queries: Matrix, mask: Mask | None = None) -> tuple[Scores, int]:
+        """`scores` for many unit queries at once: one (rows, queries) matrix product."""
+        n = self.size
+        scores: Scores = self._vectors[:n] @ queries.T
+        if mask is None:
+            return scores, n
+        allowed = int(np.count_nonzero(mask))
+        if allowed < n:
+            scores[~mask] = -np.inf
+        return scores, allowed
+
     def best(self, scores: Scores, k: int) -> list[tuple[str, float]]:
         """The k best (id, score) pairs of `scores`, best first (k <= allowed rows)."""
         n = scores.shape[0]
