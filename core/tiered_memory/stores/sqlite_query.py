@@ -227,7 +227,9 @@ def scan_sql(query: ScanQuery) -> tuple[list[str], list[Any]]:
     if query.min_use_count is not None:
         add("use_count >= ?", int(query.min_use_count))
     if query.pinned is not None:
-        add("pinned = ?", int(query.pinned))
+        # A literal, not a parameter: only then can SQLite use the partial index of
+        # pinned memories (recall looks them up on every call).
+        clauses.append(f"pinned = {int(bool(query.pinned))}")
     if query.core is not None:
         add("core = ?", int(query.core))
     if query.superseded is not None:
