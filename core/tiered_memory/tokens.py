@@ -39,9 +39,11 @@ def _load_encoding(name: str | None) -> Any:
 class TiktokenCounter:
     """Counts cl100k tokens of rendered text; cached per text for repeated recalls."""
 
-    def __init__(self, encoding: str | None = None) -> None:
+    def __init__(self, encoding: str | None = None, *, cache_size: int = 50_000) -> None:
         self._encoding_name = encoding
         self._encoding: Any = None
+        self._cache: dict[str, int] = {}
+        self._cache_size = cache_size
 
     @property
     def encoding(self) -> Any:
@@ -52,4 +54,12 @@ class TiktokenCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self.encoding.encode(text, disallowed_special=()))
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        tokens = len(self.encoding.encode(text, disallowed_special=()))
+        if self._cache_size > 0:
+            if len(self._cache) >= self._cache_size:  # bounded: start afresh when full
+                self._cache.clear()
+            self._cache[text] = tokens
+        return tokens
