@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import re
 import sys
@@ -35,8 +36,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ConfigurationError, MissingDependencyError, ValidationError, missing_extra
+from .errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    MissingDependencyError,
+    ValidationError,
+    missing_extra,
+)
 from .policy import Policy
+
+log = logging.getLogger(__name__)
 
 try:  # pydantic-settings belongs to the [cli] extra; fail with the extra's name
     from pydantic_settings import (
@@ -427,7 +436,14 @@ async def _neo4j_graph(cls: Any, w: _Wiring) -> Any:
     s = w.settings.graph.neo4j
     password = _secret(s.password)
     auth = (s.user, password) if password is not None else None
-    return await cls.connect(s.uri, auth, database=s.database)
+    graph = cls(s.uri, auth, database=s.database)
+    try:
+        await graph.open()
+    except BackendUnavailableError as e:
+        # Search degrades without the graph, so a graph that is down must not keep the
+        # memory from starting; the graph sets itself up on its first successful call.
+        log.warning("graph server unavailable at start-up (%s); searches run degraded", e)
+    return graph
 
 
 async def _local_objects(cls: Any, w: _Wiring) -> Any:

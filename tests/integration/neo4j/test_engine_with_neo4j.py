@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.neo4j.conftest import FAST, FalkorDBServer, GraphFactory
+from tests.integration.neo4j.conftest import OUTAGE, FalkorDBServer, GraphFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -133,7 +133,7 @@ async def test_hostile_namespace_is_matched_literally(
 async def test_graph_server_stopped_mid_test_degrades_search(
     tmp_path: Path, outage_server: FalkorDBServer, clock: ManualClock, ns: str
 ) -> None:
-    graph = Neo4jAssociationGraph(outage_server.uri, **FAST)
+    graph = Neo4jAssociationGraph(outage_server.uri, **OUTAGE)
     await graph.open()
     mem = await engine_on(tmp_path, graph, clock)
     try:
@@ -152,5 +152,35 @@ async def test_graph_server_stopped_mid_test_degrades_search(
         # writes keep working without the graph (links are skipped, memories kept)
         m = await mem.add("Ava tunes the violin", namespace=ns)
         assert (await mem.get(m.id, namespace=ns)) is not None
+    finally:
+        await mem.close()
+
+
+async def test_a_memory_configured_with_a_dead_graph_still_starts(
+    tmp_path: Path,
+    outage_server: FalkorDBServer,
+    clock: ManualClock,
+    ns: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tiered_memory.config import build_memory, load_settings
+
+    for name in list(__import__("os").environ):
+        if name.startswith("TIERED_MEMORY_"):
+            monkeypatch.delenv(name)
+    outage_server.stop()
+    config = tmp_path / "tm.toml"
+    config.write_text("")
+    settings = load_settings(
+        config,
+        data_dir=str(tmp_path),
+        graph={"backend": "neo4j", "neo4j": {"uri": outage_server.uri}},
+    )
+    mem = await build_memory(settings, clock=clock)
+    try:
+        await mem.add("Ava plays the violin", namespace=ns)
+        hits = await mem.search("Ava plays the violin", namespace=ns)
+        assert [h.memory.content for h in hits] == ["Ava plays the violin"]
+        assert hits.degraded  # the graph walk was tried and skipped
     finally:
         await mem.close()
