@@ -372,10 +372,9 @@ class AsyncTieredMemory:
         if strengthen:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
         if links:
-            try:
-                await self.graph.upsert_links(ns, links)
-            except Exception as e:  # memories are stored; links are an optimisation
-                log.warning("auto-linking skipped in %r: %s", ns, e)
+            await self._graph_optional(
+                "auto-linking", ns, lambda: self.graph.upsert_links(ns, links)
+            )
 
         existing = await self.store.get_many(ns, [r for r in results if isinstance(r, str)])
         out: list[Memory] = []
@@ -674,12 +673,26 @@ class AsyncTieredMemory:
                     h.memory.tier = h.tier = Tier.WARM
         pairs = list(itertools.combinations(sorted(h.memory.id for h in live), 2))
         if pairs:
-            try:
-                await self.graph.strengthen(
-                    ns, pairs, self.policy.associations.co_recall_boost, now
-                )
-            except Exception as e:
-                log.warning("co-recall strengthening skipped in %r: %s", ns, e)
+            boost = self.policy.associations.co_recall_boost
+            await self._graph_optional(
+                "co-recall strengthening", ns, lambda: self.graph.strengthen(ns, pairs, boost, now)
+            )
+
+    async def _graph_optional(
+        self, what: str, ns: str, call: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        """Graph writes that must never fail the caller: memories are stored either way,
+        links are an optimisation. Skipped at once while the graph is known to be down."""
+        breaker = self.retriever.breaker
+        if not breaker.allow():
+            log.info("%s skipped in %r: %s", what, ns, breaker.skipped_reason())
+            return
+        try:
+            await call()
+            breaker.succeeded()
+        except Exception as e:
+            breaker.failed(e)
+            log.warning("%s skipped in %r: %s", what, ns, e)
 
     # -- explain ----------------------------------------------------------------------
 

@@ -114,6 +114,9 @@ class RetrievalPolicy(BaseModel):
     graph_depth: int = Field(default=1, ge=1, le=3)
     graph_seeds: int = Field(default=5, ge=0)
     graph_min_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    graph_cooldown_seconds: float = Field(
+        default=30.0, ge=0.0, description="skip the graph this long after it failed"
+    )
     max_items: int = Field(default=20, ge=1)
     default_budget_tokens: int = Field(default=1000, ge=0)
     archived_limit: int = Field(default=3, ge=0)

@@ -18,6 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from . import decay
+from .breaker import CircuitBreaker
 from .models import ArchiveRecord, Hit, Memory, ScoreTerms, SearchResults, Tier
 from .policy import FusionWeights, Policy
 from .ports import AssociationGraph, MemoryStore, SearchFilter, Vector
@@ -99,10 +100,17 @@ def archived_view(record: ArchiveRecord) -> Memory:
 class Retriever:
     """Runs the phases and ranks the candidates; knows nothing about budgets."""
 
-    def __init__(self, store: MemoryStore, graph: AssociationGraph, policy: Policy) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        graph: AssociationGraph,
+        policy: Policy,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self.store = store
         self.graph = graph
         self.policy = policy
+        self.breaker = breaker or CircuitBreaker(policy.retrieval.graph_cooldown_seconds)
 
     async def search(
         self, namespace: str, text: str, query: Vector, plan: SearchPlan, now: datetime
@@ -129,11 +137,16 @@ class Retriever:
             await self._search_tiers(namespace, text, query, first, n, filters, pool, phase=1)
 
         if plan.graph and explicit is None and rp.graph_seeds > 0 and len(pool):
-            try:
-                await self._expand_graph(namespace, query, plan, filters, pool)
-            except Exception as e:  # the graph is optional: degrade, never fail a search
-                log.warning("graph expansion skipped in %r: %s", namespace, e)
-                degraded.append(f"graph: {type(e).__name__}: {e}")
+            if not self.breaker.allow():
+                degraded.append(self.breaker.skipped_reason())
+            else:
+                try:
+                    await self._expand_graph(namespace, query, plan, filters, pool)
+                    self.breaker.succeeded()
+                except Exception as e:  # the graph is optional: degrade, never fail a search
+                    log.warning("graph expansion skipped in %r: %s", namespace, e)
+                    self.breaker.failed(e)
+                    degraded.append(f"graph: {type(e).__name__}: {e}")
 
         found = self._found(pool, plan.weights)
         if explicit is None and (plan.deep or found < plan.k):

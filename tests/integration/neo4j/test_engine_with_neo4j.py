@@ -3,6 +3,7 @@ involve links, and search surviving a graph outage."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
@@ -146,6 +147,11 @@ async def test_graph_server_stopped_mid_test_degrades_search(
         assert hits.degraded
         assert len(hits) == 2
         assert any("BackendUnavailable" in r for r in hits.reasons)
+        started = time.monotonic()  # the breaker is open now: no more waiting on the graph
+        again = await mem.search("violin", namespace=ns)
+        assert time.monotonic() - started < 0.5
+        assert again.degraded
+        assert "skipped" in again.reasons[0]
         inj = await mem.recall("violin", namespace=ns)
         assert inj.degraded
         assert len(inj.items) == 2
@@ -156,6 +162,7 @@ async def test_graph_server_stopped_mid_test_degrades_search(
         await mem.close()
 
 
+@pytest.mark.slow  # the driver's own retries at start-up take ~13 s
 async def test_a_memory_configured_with_a_dead_graph_still_starts(
     tmp_path: Path,
     outage_server: FalkorDBServer,
