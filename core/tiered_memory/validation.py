@@ -81,6 +81,8 @@ def check_metadata(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[s
         encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as e:
         raise ValidationError(f"metadata must be JSON-serialisable without NaN: {e}") from e
+    except RecursionError as e:
+        raise ValidationError("metadata is nested too deeply to store as JSON") from e
     try:
         encoded.encode("utf-8")
     except UnicodeEncodeError as e:
