@@ -281,16 +281,19 @@ class AsyncTieredMemory:
     ) -> Memory:
         """Remember `content` in HOT. A near-duplicate strengthens the existing memory
         instead (its use is counted), and that memory is returned."""
-        item = MemoryInput(
-            content=content,
-            memory_type=memory_type,
-            importance=importance,
-            metadata=dict(metadata) if metadata is not None else None,
-            source=source,
-            pinned=pinned,
-            embedding=embedding,
-            id=id,
-        )
+        try:
+            item = MemoryInput(
+                content=content,
+                memory_type=memory_type,
+                importance=importance,
+                metadata=dict(metadata) if metadata is not None else None,
+                source=source,
+                pinned=pinned,
+                embedding=embedding,
+                id=id,
+            )
+        except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
+            raise ValidationError(f"bad memory: {e}") from e
         return (await self.add_many([item], namespace=namespace))[0]
 
     async def add_many(
