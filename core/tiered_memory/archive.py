@@ -248,7 +248,7 @@ class Archiver:
         record = records.get(memory_id)
         if record is None:
             raise NotFoundError(f"no archived memory {memory_id!r} in namespace {ns!r}")
-        data = await self.objects.get(ns, memory_id)
+        data = await self._original(ns, memory_id)
         if sha256_hex(data) != record.checksum or len(data) != record.size_bytes:
             raise ArchiveIntegrityError(
                 f"the stored original of {memory_id!r} does not match its archive record"
@@ -264,12 +264,23 @@ class Archiver:
             restored = await self.restore(ns, [memory_id], now=now) == 1
         return document, restored
 
+    async def _original(self, ns: str, memory_id: str) -> bytes:
+        """The stored original of an archive record; its absence is an integrity error
+        (the record exists, so "not found" would send the caller looking elsewhere)."""
+        try:
+            return await self.objects.get(ns, memory_id)
+        except NotFoundError as e:
+            raise ArchiveIntegrityError(
+                f"the original of archived memory {memory_id!r} is missing from object "
+                f"storage; restore it from a backup of the object store ({e})"
+            ) from e
+
     async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
         """Bring archived memories back to WARM from their originals (seed-001 rollback)."""
         records = await self.store.get_archives(ns, list(ids))
         restored = 0
         for memory_id, record in records.items():
-            data = await self.objects.get(ns, memory_id)
+            data = await self._original(ns, memory_id)
             if sha256_hex(data) != record.checksum:
                 raise ArchiveIntegrityError(
                     f"the stored original of {memory_id!r} does not match its archive record"
