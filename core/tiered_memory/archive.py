@@ -88,6 +88,8 @@ def decode_document(data: bytes, *, expected_id: str | None = None) -> dict[str,
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ArchiveIntegrityError(f"archived original is not valid JSON: {e}") from e
+    except RecursionError as e:  # e.g. "[[[[...": no original of ours nests that deep
+        raise ArchiveIntegrityError("archived original is nested too deeply") from e
     if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
         raise ArchiveIntegrityError("archived original has an unknown schema_version")
     if expected_id is not None and document.get("original_id") != expected_id:
@@ -218,9 +220,10 @@ class Archiver:
             if await self.objects.head(ns, memory_id) is None:
                 return links
             document = decode_document(await self.objects.get(ns, memory_id), expected_id=memory_id)
-        except (TieredMemoryError, OSError):
-            return links
-        return [Link.model_validate(x) for x in document.get("links", [])]
+            previous = [Link.model_validate(x) for x in document.get("links", [])]
+        except (TieredMemoryError, OSError, TypeError, ValueError):
+            return links  # unreadable: the put below replaces it with a good original
+        return previous
 
     async def estimate(self, ns: str, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
         """Cost of archiving `memories`: summariser calls and tokens, bytes to store
