@@ -1,0 +1,175 @@
+"""What must hold of an embedded store after any crash, race or outage.
+
+`check_store` reads the whole state of a store on the SQLite file (memories, archive
+records, links, archived originals) and asserts, for a manifest of every memory ever
+added (namespace -> id -> content):
+
+- every id is in exactly one place: live (HOT/WARM/COLD) with its content intact, or
+  ARCHIVED with an original whose sha256 and size match the record and whose content
+  is the memory's;
+- no id is both live and archived; no archive record lacks its original;
+- an original without a record (a run that stopped between writing it and writing
+  the record) belongs to a live COLD memory and holds that memory's content;
+- no link touches an id that is not live in the link's namespace, and every link is
+  stored in both directions;
+- the counts of `stats()` and `namespaces()` agree with what is there;
+- the file passes SQLite's integrity check.
+
+Ids the library itself creates (consolidation summaries) are allowed besides the
+manifest, and reported.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tiered_memory import ArchiveRecord, AsyncTieredMemory, Memory, Tier
+from tiered_memory.archive import decode_document, sha256_hex
+from tiered_memory.models import LIVE_TIERS
+from tiered_memory.ports import ScanQuery
+from tiered_memory.stores.sqlite import SQLiteMemoryStore
+
+Manifest = Mapping[str, Mapping[str, str]]  # namespace -> id -> content
+PAGE = 1000
+LIBRARY_SOURCES = frozenset({"consolidation"})
+
+
+@dataclass
+class Snapshot:
+    """The state `check_store` found (after its assertions passed)."""
+
+    live: dict[tuple[str, str], Memory] = field(default_factory=dict)
+    archived: dict[tuple[str, str], ArchiveRecord] = field(default_factory=dict)
+    orphans: set[tuple[str, str]] = field(default_factory=set)  # originals without records
+    extras: set[tuple[str, str]] = field(default_factory=set)  # ids the library created
+    links: int = 0
+
+    def tiers(self) -> Counter[Tier]:
+        counts: Counter[Tier] = Counter(m.tier for m in self.live.values())
+        counts[Tier.ARCHIVED] = len(self.archived)
+        return counts
+
+    def ids(self, namespace: str) -> set[str]:
+        return {i for ns, i in (*self.live, *self.archived) if ns == namespace}
+
+
+async def all_live(engine: AsyncTieredMemory, ns: str) -> list[Memory]:
+    out: list[Memory] = []
+    after: str | None = None
+    while True:
+        page = await engine.store.scan(ns, ScanQuery(tiers=LIVE_TIERS, after_id=after, limit=PAGE))
+        out.extend(page)
+        if len(page) < PAGE:
+            return out
+        after = page[-1].id
+
+
+async def all_archived(engine: AsyncTieredMemory, ns: str) -> list[ArchiveRecord]:
+    out: list[ArchiveRecord] = []
+    after: str | None = None
+    while True:
+        page = await engine.store.scan_archives(ns, after_id=after, limit=PAGE)
+        out.extend(page)
+        if len(page) < PAGE:
+            return out
+        after = page[-1].id
+
+
+def sqlite_store(engine: AsyncTieredMemory) -> SQLiteMemoryStore:
+    store = engine.store
+    inner = getattr(store, "_inner", store)  # the crash child's tracing proxy
+    assert isinstance(inner, SQLiteMemoryStore), type(inner)
+    return inner
+
+
+async def check_store(
+    engine: AsyncTieredMemory,
+    manifest: Manifest,
+    *,
+    verified: dict[tuple[str, str], str] | None = None,
+) -> Snapshot:
+    """Assert every invariant of the module docstring; returns what was found.
+
+    `verified` caches (namespace, id) -> checksum of originals already read back and
+    checked by an earlier call, so repeated checks over a remote object store only
+    fetch what is new (a record never changes its checksum once written).
+    """
+    snap = Snapshot()
+    db = sqlite_store(engine).database
+    with db.read() as conn:
+        assert [r[0] for r in conn.execute("PRAGMA integrity_check")] == ["ok"]
+        both = conn.execute(
+            "SELECT m.namespace, m.id FROM memories AS m JOIN archives AS a "
+            "ON a.namespace = m.namespace AND a.id = m.id"
+        ).fetchall()
+        assert not both, f"live and archived at once: {[tuple(r) for r in both][:5]}"
+        link_rows = {
+            (r[0], r[1], r[2])
+            for r in conn.execute("SELECT namespace, source, target FROM links").fetchall()
+        }
+
+    stored_namespaces = set(await engine.store.namespaces())
+    namespaces = set(manifest) | stored_namespaces
+    for ns in sorted(namespaces):
+        expected = manifest.get(ns, {})
+        live = {m.id: m for m in await all_live(engine, ns)}
+        archived = {r.id: r for r in await all_archived(engine, ns)}
+        for memory_id in expected:
+            where = (memory_id in live) + (memory_id in archived)
+            assert where == 1, f"{ns}/{memory_id} is in {where} places (lost if 0)"
+        for memory_id, memory in live.items():
+            assert memory.namespace == ns
+            assert memory.tier in LIVE_TIERS
+            if memory_id in expected:
+                assert memory.content == expected[memory_id], f"{ns}/{memory_id} content changed"
+            else:
+                assert memory.source in LIBRARY_SOURCES, f"unknown live id {ns}/{memory_id}"
+                snap.extras.add((ns, memory_id))
+            snap.live[(ns, memory_id)] = memory
+        for memory_id, record in archived.items():
+            if memory_id not in expected:
+                assert record.source in LIBRARY_SOURCES, f"unknown archived id {ns}/{memory_id}"
+                snap.extras.add((ns, memory_id))
+            assert record.storage_verified
+            snap.archived[(ns, memory_id)] = record
+
+        stored = set(await engine.objects.list(ns))
+        missing = set(archived) - stored
+        assert not missing, f"archive records without their original in {ns}: {sorted(missing)[:5]}"
+        for memory_id, record in archived.items():
+            key = (ns, memory_id)
+            if verified is not None and verified.get(key) == record.checksum:
+                continue
+            data = await engine.objects.get(ns, memory_id)
+            assert len(data) == record.size_bytes, f"{ns}/{memory_id}: size differs"
+            assert sha256_hex(data) == record.checksum, f"{ns}/{memory_id}: sha256 differs"
+            document = decode_document(data, expected_id=memory_id)
+            assert document["namespace"] == ns
+            if memory_id in expected:
+                assert document["content"] == expected[memory_id]
+            if verified is not None:
+                verified[key] = record.checksum
+        for memory_id in stored - set(archived):
+            assert memory_id in live, f"an original of {ns}/{memory_id}, which is nowhere else"
+            assert live[memory_id].tier is Tier.COLD, f"orphan original of a non-COLD {memory_id}"
+            data = await engine.objects.get(ns, memory_id)
+            document = decode_document(data, expected_id=memory_id)
+            assert document["content"] == live[memory_id].content
+            snap.orphans.add((ns, memory_id))
+
+        stats = await engine.stats(namespace=ns)
+        assert stats.total == len(live) + len(archived)
+        assert stats.tiers[Tier.ARCHIVED].count == len(archived)
+        by_tier = Counter(m.tier for m in live.values())
+        for tier in LIVE_TIERS:
+            assert stats.tiers[tier].count == by_tier[tier], (ns, tier)
+
+    for ns, source, target in link_rows:
+        for end in (source, target):
+            assert (ns, end) in snap.live, f"dangling link {ns}: {source} - {target} ({end})"
+        assert (ns, target, source) in link_rows, f"one-way link {ns}: {source} -> {target}"
+    snap.links = len(link_rows) // 2
+    assert stored_namespaces == {ns for ns, _ in (*snap.live, *snap.archived)}
+    return snap
