@@ -1,0 +1,204 @@
+"""Concurrency (issue 11, part 2): many writers and readers and a sweep on one store.
+
+8 writer and 8 reader threads share one `TieredMemory` (and 8 + 8 tasks one
+`AsyncTieredMemory`) for a bounded time while a sweep archives what the writers add;
+then two processes share one SQLite file the same way. Afterwards every memory handed
+out is exactly once live or archived with a verified original, nothing else exists,
+links touch only live memories, and the counts are exact (`invariants.check_store`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, TieredMemory
+
+from .harness import T0
+from .invariants import Snapshot, check_store
+from .workload import (
+    NAMESPACES,
+    SWEEP_NOW,
+    Ledger,
+    batch_for,
+    check_get,
+    check_hits,
+    check_report,
+    run_threads,
+)
+
+WRITERS = 8
+READERS = 8
+DURATION = 2.0  # seconds of concurrent work
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _finish(ledger: Ledger, snap: Snapshot, label: str) -> None:
+    added = sum(len(ids) for ids in ledger.added.values())
+    print(
+        f"\n[concurrency/{label}] {ledger.total()} operations ({dict(ledger.ops)}), "
+        f"{added} memories added, {ledger.archived_while_writing} archived while writers "
+        f"wrote ({len(snap.archived)} in the end), lost=0, duplicated=0"
+    )
+    assert ledger.errors == []
+    assert ledger.ops["add_many"] >= WRITERS
+    assert ledger.ops["maintain"] >= 1
+    assert ledger.archived_while_writing > 0, "no sweep archived while the writers wrote"
+    assert not snap.orphans
+    for ns in NAMESPACES:
+        assert snap.ids(ns) == set(ledger.added[ns])
+
+
+# -- threads on one TieredMemory ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_threads_share_one_memory_with_a_sweep_running(tmp_path: Path) -> None:
+    ledger = Ledger()
+    mem = TieredMemory.embedded(
+        tmp_path / "t.db", embedder=HashingEmbedder(), clock=ManualClock(T0)
+    )
+    try:
+        run_threads(mem, ledger, "threads", WRITERS, READERS, DURATION)
+        for _ in range(2):  # the last additions become due too; then nothing moves
+            check_report(mem.maintain(now=SWEEP_NOW))
+        assert mem.maintain(now=SWEEP_NOW).moved == {}
+        snap = mem.run(check_store(mem.aio, ledger.added))
+    finally:
+        mem.close()
+    _finish(ledger, snap, "threads")
+
+
+# -- tasks on one AsyncTieredMemory ------------------------------------------------------
+
+
+async def _tasks(amem: AsyncTieredMemory, ledger: Ledger, seed: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DURATION
+
+    async def writer(i: int) -> None:
+        ns = NAMESPACES[i % len(NAMESPACES)]
+        rng = random.Random(f"{seed}-writer-{i}")
+        n = 0
+        while loop.time() < deadline:
+            batch = batch_for(f"{seed}-{i}", n, rng)
+            n += len(batch)
+            ledger.record(ns, await amem.add_many(batch, namespace=ns, dedup=False), batch)
+            await asyncio.sleep(0)  # SQLite calls run inline and never suspend: take turns
+
+    async def reader(i: int) -> None:
+        ns = NAMESPACES[i % len(NAMESPACES)]
+        rng = random.Random(f"{seed}-reader-{i}")
+        while loop.time() < deadline:
+            op = rng.choice(("search", "recall", "list", "get", "stats"))
+            if op == "search":
+                check_hits(ns, await amem.search("writer item coffee", namespace=ns, k=5))
+            elif op == "recall":
+                injection = await amem.recall("budget meeting", namespace=ns, budget_tokens=300)
+                check_hits(ns, injection)
+            elif op == "list":
+                check_hits(ns, await amem.list(namespace=ns, limit=50))
+            elif op == "stats":
+                assert (await amem.stats(namespace=ns)).namespace == ns
+            else:
+                memory_id = ledger.known(ns, rng)
+                if memory_id is None:
+                    await asyncio.sleep(0)
+                    continue
+                check_get(ns, memory_id, await amem.get(memory_id, namespace=ns))
+            ledger.count(op)
+            await asyncio.sleep(0)
+
+    async def sweeper() -> None:
+        while loop.time() < deadline:
+            report = await amem.maintain(now=SWEEP_NOW)
+            if not report.skipped:
+                check_report(report)
+                ledger.swept(report)
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(writer(i) for i in range(WRITERS)),
+            *(reader(i) for i in range(READERS)),
+            sweeper(),
+        ),
+        timeout=DURATION + 60,
+    )
+
+
+@pytest.mark.slow
+async def test_tasks_share_one_async_memory_with_a_sweep_running(tmp_path: Path) -> None:
+    ledger = Ledger()
+    amem = await AsyncTieredMemory.embedded(
+        tmp_path / "a.db", embedder=HashingEmbedder(), clock=ManualClock(T0)
+    )
+    try:
+        await _tasks(amem, ledger, "tasks")
+        for _ in range(2):
+            check_report(await amem.maintain(now=SWEEP_NOW))
+        assert (await amem.maintain(now=SWEEP_NOW)).moved == {}
+        snap = await check_store(amem, ledger.added)
+    finally:
+        await amem.close()
+    _finish(ledger, snap, "async")
+
+
+# -- two processes on one SQLite file ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0)).close()
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        for name in ("p1", "p2"):
+            children.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tests.reliability.concurrent_child",
+                        str(db),
+                        name,
+                        str(DURATION),
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+        outputs = [child.communicate(timeout=DURATION + 120) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=30)
+    ledger = Ledger()
+    for child, (out, err) in zip(children, outputs, strict=True):
+        assert child.returncode == 0, err.decode()[-3000:]
+        result = json.loads(out.decode().strip().splitlines()[-1])
+        assert result["errors"] == []
+        for ns, ids in result["added"].items():
+            clash = set(ids) & set(ledger.added[ns])
+            assert not clash, f"ids handed out by both processes: {sorted(clash)[:3]}"
+            ledger.added[ns].update(ids)
+        ledger.ops.update(result["ops"])
+        ledger.archived_while_writing += result["archived_while_writing"]
+    mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0))
+    try:
+        for _ in range(2):
+            check_report(mem.maintain(now=SWEEP_NOW))
+        assert mem.maintain(now=SWEEP_NOW).moved == {}
+        snap = mem.run(check_store(mem.aio, ledger.added))
+    finally:
+        mem.close()
+    _finish(ledger, snap, "processes")
