@@ -208,6 +208,13 @@ class Archiver:
         # are kept in its verified original (reused above), never a dangling link.
         await self.graph.drop_nodes(ns, [memory_id])
         await self.store.archive_many(ns, [record])
+        # And once more after it: a link another writer made meanwhile (it saw the
+        # memory still live) would otherwise point at an archived memory. The memory
+        # is archived by now, so a failure here is logged, not reported as one.
+        try:
+            await self.graph.drop_nodes(ns, [memory_id])
+        except Exception as e:
+            log.warning("links made to %r while it was archived not dropped: %s", memory_id, e)
         return True
 
     async def _links_from_previous_attempt(

@@ -375,9 +375,7 @@ class AsyncTieredMemory:
         if strengthen:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
         if links:
-            await self._graph_optional(
-                "auto-linking", ns, lambda: self.graph.upsert_links(ns, links)
-            )
+            await self._graph_optional("auto-linking", ns, lambda: self._link_live(ns, links))
 
         existing = await self.store.get_many(ns, [r for r in results if isinstance(r, str)])
         out: list[Memory] = []
@@ -678,8 +676,28 @@ class AsyncTieredMemory:
         if pairs:
             boost = self.policy.associations.co_recall_boost
             await self._graph_optional(
-                "co-recall strengthening", ns, lambda: self.graph.strengthen(ns, pairs, boost, now)
+                "co-recall strengthening", ns, lambda: self._strengthen_live(ns, pairs, boost, now)
             )
+
+    async def _link_live(self, ns: str, links: Sequence[Link]) -> None:
+        await self.graph.upsert_links(ns, links)
+        await self._unlink_gone(ns, [(link.source, link.target) for link in links])
+
+    async def _strengthen_live(
+        self, ns: str, pairs: Sequence[tuple[str, str]], boost: float, now: datetime
+    ) -> None:
+        await self.graph.strengthen(ns, pairs, boost, now)
+        await self._unlink_gone(ns, pairs)
+
+    async def _unlink_gone(self, ns: str, pairs: Sequence[tuple[str, str]]) -> None:
+        """Undo links whose end was archived (or deleted) while they were written, e.g.
+        by a sweep in another process. The archiver drops a memory's links before and
+        after its record replaces it; this check covers a link written after that."""
+        ends = list({end for pair in pairs for end in pair})
+        live = await self.store.get_many(ns, ends)
+        gone = [(a, b) for a, b in pairs if a not in live or b not in live]
+        if gone:
+            await self.graph.unlink(ns, gone)
 
     async def _graph_optional(
         self, what: str, ns: str, call: Callable[[], Coroutine[Any, Any, None]]
