@@ -51,7 +51,7 @@ CHILD = Path(__file__).with_name("crash_child.py")
 CHILD_TIMEOUT = 120.0  # a child that neither progresses nor exits in this long has hung
 KILLS_PER_ROUND = 20
 TIER_MOVE_EVENTS = 6  # set_tier > and < for hot_to_warm, hot_to_cold and warm_to_cold
-EVENTS_PER_ARCHIVAL = 10  # summarize, put, head, drop_nodes, archive_many: each > and <
+EVENTS_PER_ARCHIVAL = 12  # summarize, put, head, drop_nodes twice, archive_many: each > and <
 
 _VOCABULARY = (
     "ava school play june tree garden dog walk budget rent coffee meeting project deadline "

@@ -15,10 +15,18 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, TieredMemory
+from tiered_memory import (
+    AsyncTieredMemory,
+    HashingEmbedder,
+    ManualClock,
+    Memory,
+    Tier,
+    TieredMemory,
+)
 
 from .harness import T0
 from .invariants import Snapshot, check_store
@@ -202,3 +210,60 @@ def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
     finally:
         mem.close()
     _finish(ledger, snap, "processes")
+
+
+# -- a link written while its target is being archived ----------------------------------
+
+
+@pytest.mark.parametrize("window", ["archived-before-the-link", "linked-before-the-record"])
+async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: str) -> None:
+    """Two interleavings of an add (which links the new memory to its neighbours) and
+    the archival of one of those neighbours, as two processes on one file can produce
+    them: the archival runs entirely between the add's neighbour search and its link
+    write; or the add runs entirely between the archival's link drop and its record."""
+    clock = ManualClock(T0)
+    amem = await AsyncTieredMemory.embedded(
+        tmp_path / "race.db", embedder=HashingEmbedder(), clock=clock
+    )
+    ns = NAMESPACES[0]
+    text = "Ava's school play is on the 12th of June, Ava will be a tree"
+    try:
+        target = await amem.add(text, namespace=ns, importance=0.1)
+        clock.advance(days=4)
+        await amem.maintain()
+        clock.advance(days=200)  # the target is COLD and due for archival
+        added: dict[str, str] = {target.id: target.content}
+        if window == "archived-before-the-link":
+            graph, upsert = amem.graph, amem.graph.upsert_links
+
+            async def archive_first(namespace: str, links: Any) -> None:
+                graph.upsert_links = upsert  # type: ignore[method-assign]
+                assert await amem.archiver.archive_one(
+                    namespace, target.id, now=clock.now(), reason="race"
+                )
+                await upsert(namespace, links)
+
+            graph.upsert_links = archive_first  # type: ignore[method-assign]
+            (newcomer,) = await amem.add_many([f"{text}!"], namespace=ns, dedup=False)
+        else:
+            store, archive_many = amem.store, amem.store.archive_many
+            newcomers: list[Memory] = []
+
+            async def link_first(namespace: str, records: Any) -> int:
+                store.archive_many = archive_many  # type: ignore[method-assign]
+                newcomers.extend(await amem.add_many([f"{text}!"], namespace=ns, dedup=False))
+                assert await amem.links(newcomers[0].id, namespace=ns)
+                return await archive_many(namespace, records)
+
+            store.archive_many = link_first  # type: ignore[method-assign]
+            report = await amem.maintain()
+            assert report.errors == []
+            assert report.count("cold_to_archived") == 1
+            (newcomer,) = newcomers
+        added[newcomer.id] = newcomer.content
+        assert await amem.get(target.id, namespace=ns) is not None
+        assert (await amem.get(target.id, namespace=ns)).tier is Tier.ARCHIVED  # type: ignore[union-attr]
+        snap = await check_store(amem, {ns: added})  # no link touches the archived target
+        assert snap.archived
+    finally:
+        await amem.close()
