@@ -526,13 +526,7 @@ class AsyncTieredMemory:
         force_ids: frozenset[str] = frozenset(),
         ids: Sequence[str] | None = None,
     ) -> SearchPlan:
-        meta: tuple[MetadataFilter, ...]
-        if metadata is None:
-            meta = ()
-        elif isinstance(metadata, Mapping):
-            meta = tuple(MetadataFilter(key, "eq", value) for key, value in metadata.items())
-        else:
-            meta = tuple(metadata)
+        meta = validation.check_filters(metadata)
         types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
         filters = SearchFilter(
             include_forgotten=include_forgotten,

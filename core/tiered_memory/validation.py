@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import DimensionMismatchError, NamespaceError, ValidationError
 from .policy import Limits
-from .ports import Vector
+from .ports import MetadataFilter, Vector
 
 
 def check_namespace(namespace: str, limits: Limits) -> str:
@@ -93,6 +93,40 @@ def check_metadata(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[s
         )
     loaded: dict[str, Any] = json.loads(encoded)
     return loaded
+
+
+def check_filters(metadata: Any) -> tuple[MetadataFilter, ...]:
+    """Metadata filters: a dict of key -> value (equality), or a list of MetadataFilter.
+    Keys and text values must be encodable; each store checks the ops and value types."""
+    if metadata is None:
+        return ()
+    if isinstance(metadata, Mapping):
+        filters = tuple(MetadataFilter(key, "eq", value) for key, value in metadata.items())
+    elif isinstance(metadata, (list, tuple)) and all(
+        isinstance(f, MetadataFilter) for f in metadata
+    ):
+        filters = tuple(metadata)
+    else:
+        raise ValidationError(
+            "metadata filters must be a dict of key: value, or a list of MetadataFilter"
+        )
+    for f in filters:
+        if not isinstance(f.key, str):
+            raise ValidationError(f"a metadata filter key must be a string, got {f.key!r}")
+        for text in (f.key, *_texts(f.value)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValidationError("a metadata filter holds a lone surrogate") from e
+    return filters
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [t for item in value for t in _texts(item)]
+    return []
 
 
 def check_importance(importance: float) -> float:
