@@ -40,6 +40,7 @@ from tiered_memory import (
     ValidationError,
 )
 from tiered_memory.archive import decode_document
+from tiered_memory.ports import MetadataFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .conftest import START
@@ -284,6 +285,47 @@ def test_deep_and_circular_metadata_is_refused(probe: Probe) -> None:
     for metadata in (_nested(5_000), circular, {"list": [_nested(3_000)]}):
         result = probe.attempt(lambda m=metadata: probe.mem.add("deep", metadata=m))
         assert isinstance(result, ValidationError), type(result)
+
+
+OPS = ["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "exists", "lava"]
+hostile_filters = st.one_of(
+    st.dictionaries(keys, metadata_values, max_size=3),
+    st.lists(
+        st.builds(
+            MetadataFilter,
+            key=st.one_of(identifiers, st.sampled_from(["$.a", "a.b", "a[0]", "*"])),
+            op=st.sampled_from(OPS),
+            value=metadata_values,
+        ),
+        max_size=3,
+    ),
+    st.text(max_size=5),
+    st.integers(),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@SETTINGS
+@given(filters=hostile_filters)
+def test_hostile_metadata_filters(probe: Probe, filters: Any) -> None:
+    mem = probe.mem
+    if not mem.list(namespace="filters", limit=1):
+        mem.add("a memory to filter", namespace="filters", metadata={"a": 1, "b": "x'y"})
+    result = probe.attempt(lambda: mem.search("memory", namespace="filters", metadata=filters))
+    if not isinstance(result, TieredMemoryError):
+        assert all(h.memory.namespace == "filters" for h in result)
+
+
+@SETTINGS
+@given(query=st.one_of(hostile_text, st.sampled_from(['"', "NEAR(", "a AND", "*", "x:y", "^"])))
+def test_hostile_queries(probe: Probe, query: str) -> None:
+    for call in (
+        lambda: probe.mem.search(query, namespace="sentinel", deep=True),
+        lambda: probe.mem.recall(query, namespace="sentinel", budget_tokens=100),
+    ):
+        result = probe.attempt(call)
+        if isinstance(result, TieredMemoryError):
+            assert isinstance(result, ValidationError), result
 
 
 # -- namespaces and ids that look like injections -----------------------------------------
