@@ -286,10 +286,16 @@ class _Recorder:
 
     calls: ClassVar[list[tuple[tuple[Any, ...], dict[str, Any]]]] = []
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.built_with = (args, kwargs)
+
     @classmethod
     async def connect(cls, *args: Any, **kwargs: Any) -> _Recorder:
         cls.calls.append((args, kwargs))
         return cls()
+
+    async def open(self) -> None:  # the graph is built, then opened (it may be down)
+        type(self).calls.append(self.built_with)
 
 
 async def test_production_builders_pass_the_settings(tmp_path: Path) -> None:
