@@ -1,0 +1,125 @@
+"""Shared helpers: timing, percentiles, the machine, markdown tables, result files."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def percentile_ms(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile of durations given in seconds, in milliseconds."""
+    if not samples:
+        return float("nan")
+    return float(np.percentile(np.asarray(samples, dtype=np.float64), q) * 1000.0)
+
+
+class Stopwatch:
+    """Collects the wall time of repeated calls."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    @contextmanager
+    def time(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.samples.append(time.perf_counter() - start)
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.samples))
+
+    def p(self, q: float) -> float:
+        return percentile_ms(self.samples, q)
+
+
+def rss_mb() -> float:
+    """Resident memory of this process, in MiB (psutil)."""
+    import psutil
+
+    gc.collect()
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "numpy": np.__version__,
+    }
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import sqlite3
+
+    info["sqlite"] = sqlite3.sqlite_version
+    return info
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            if value != value:  # NaN
+                return "–"
+            if abs(value) >= 100:
+                return f"{value:,.0f}"
+            if abs(value) >= 10:
+                return f"{value:.1f}"
+            return f"{value:.2f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_json(name: str, payload: dict[str, Any], out: Path = RESULTS) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "machine": machine(),
+        **payload,
+    }
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    return path
+
+
+def status(message: str) -> None:
+    """Progress on stderr, so stdout keeps only the tables."""
+    import sys
+
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,478 @@
+"""Scale: add_many throughput, search/recall latency, sweep time, memory and disk.
+
+Synthetic memories (see `synthetic`) go into the embedded store with precomputed
+vectors (`embedding=`), so embedding time is excluded. The flat baselines run in the
+same process on the same vectors and the same queries.
+
+    python -m benchmarks scale --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sqlite3
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, Tier
+from tiered_memory.engine import MemoryInput
+from tiered_memory.models import MemoryType
+
+from .baselines import BruteForce, FlatIndex, LangChainFlat, LlamaIndexFlat
+from .common import RESULTS, Stopwatch, markdown_table, rss_mb, status, write_json
+from .synthetic import DIM, Corpus, make_corpus
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SPAN = timedelta(days=120)  # creation times spread over four months
+NS = "bench"
+BATCH = 1000
+EXTRA = 2000  # items added with dedup and linking on, into the full store
+TYPES = [MemoryType.EPISODIC, MemoryType.FACTUAL, MemoryType.PROJECT, MemoryType.PROCEDURAL]
+TYPE_P = [0.4, 0.35, 0.15, 0.1]
+TARGETS = {
+    "recall_p95_ms_100k": 15.0,
+    "recall_vs_brute_p95": 3.0,
+    "add_many_per_s": 5000.0,
+    "sweep_100k_s": 2.0,
+    "archived_vs_active": 0.15,
+}
+
+
+def _inputs(
+    corpus: Corpus, rows: range, types: np.ndarray, importance: np.ndarray
+) -> list[MemoryInput]:
+    return [
+        MemoryInput(
+            content=corpus.texts[i],
+            memory_type=TYPES[int(types[i])],
+            importance=float(importance[i]),
+            embedding=corpus.vectors[i],
+        )
+        for i in rows
+    ]
+
+
+def _disk(path: Path) -> dict[str, Any]:
+    """Bytes per table (with its indexes) from SQLite's dbstat, after a checkpoint."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # payload: the bytes of the records themselves, without the free space of
+        # partly filled pages (which dominates for a few hundred archive records)
+        rows = conn.execute(
+            "SELECT name, sum(payload) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+        memory_objects = {
+            "memories",
+            "memories_tier_id",
+            "memories_tier_created",
+            "memories_tier_used",
+            "memories_tier_cold",
+            "memories_tier_changed",
+            "sqlite_autoindex_memories_1",
+        }
+        fts = sum(int(b) for name, b in rows if str(name).startswith("memories_fts"))
+        return {
+            "file_bytes": path.stat().st_size,
+            "by_object": {str(name): int(b) for name, b in rows},
+            "memories_bytes": sum(int(b) for name, b in rows if name in memory_objects),
+            "fts_bytes": fts,
+            "archives_bytes": sum(
+                int(b)
+                for name, b in rows
+                if str(name).startswith(("archives", "sqlite_autoindex_archives"))
+            ),
+            "links_bytes": sum(int(b) for name, b in rows if str(name).startswith("links")),
+        }
+    finally:
+        conn.close()
+
+
+async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(11)
+    types = rng.choice(len(TYPES), size=n + EXTRA, p=TYPE_P)
+    importance = rng.uniform(0.31, 1.0, size=n + EXTRA)
+    # A few old, unimportant memories: the sweep archives these (low salience, aged out).
+    old = np.arange(0, max(1, n // 4))
+    archivable = rng.choice(old, size=min(args.archive, len(old)), replace=False)
+    importance[archivable] = 0.1
+
+    out: dict[str, Any] = {"n": n}
+    with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
+        path = Path(tmp) / "scale.db"
+        clock = ManualClock(T0)
+        rss0 = rss_mb()
+        mem = await AsyncTieredMemory.embedded(path, embedder=HashingEmbedder(DIM), clock=clock)
+        try:
+            # -- bulk load: dedup and linking off ------------------------------------------
+            load = Stopwatch()
+            batches = range(0, n, BATCH)
+            for b, start in enumerate(batches):
+                clock.set(T0 + SPAN * (b / max(1, len(batches))))
+                items = _inputs(corpus, range(start, min(n, start + BATCH)), types, importance)
+                with load.time():
+                    await mem.add_many(items, namespace=NS, dedup=False, link=False)
+                if b % 100 == 99:
+                    status(f"  loaded {start + BATCH:,} ({(start + BATCH) / load.total:,.0f}/s)")
+            end = T0 + SPAN
+            clock.set(end)
+            out["add_off_per_s"] = n / load.total
+
+            # -- dedup + autolink on, into the full store -----------------------------------
+            on = Stopwatch()
+            for start in range(n, n + EXTRA, args.on_batch):
+                rows = range(start, min(n + EXTRA, start + args.on_batch))
+                items = _inputs(corpus, rows, types, importance)
+                with on.time():
+                    await mem.add_many(items, namespace=NS, dedup=True, link=True)
+            out["add_on_per_s"] = EXTRA / on.total
+            out["add_on_batch"] = args.on_batch
+            total = n + EXTRA
+
+            # -- latency ---------------------------------------------------------------------
+            q_vectors, q_texts = corpus.queries(np.random.default_rng(5), args.queries + 5)
+            search, recall = Stopwatch(), Stopwatch()
+            for i in range(len(q_texts)):
+                watch = search if i >= 5 else Stopwatch()  # 5 warm-up calls
+                with watch.time():
+                    await mem.search(q_texts[i], namespace=NS, k=10, query_embedding=q_vectors[i])
+            for i in range(len(q_texts)):
+                watch = recall if i >= 5 else Stopwatch()
+                with watch.time():
+                    await mem.recall(
+                        q_texts[i], namespace=NS, budget_tokens=1000, query_embedding=q_vectors[i]
+                    )
+            out["rss_mb"] = rss_mb() - rss0  # the vector cache is loaded by now
+            out["search_p50_ms"], out["search_p95_ms"] = search.p(50), search.p(95)
+            out["recall_p50_ms"], out["recall_p95_ms"] = recall.p(50), recall.p(95)
+            status(
+                f"  ours: search p50 {search.p(50):.1f} ms, recall p50 {recall.p(50):.1f} / "
+                f"p95 {recall.p(95):.1f} ms"
+            )
+
+            active = await mem.stats(namespace=NS)
+            disk_active = _disk(path)
+            out["disk_bytes_per_memory"] = disk_active["file_bytes"] / total
+
+            # -- sweeps ----------------------------------------------------------------------
+            clock.set(end + timedelta(hours=1))
+            report = await mem.maintain()
+            out["sweep_due_s"] = report.duration_seconds
+            out["sweep_due_moves"] = dict(report.moved)
+            out["sweep_due_report"] = report.model_dump(mode="json")
+            report2 = await mem.maintain()
+            out["sweep_idle_s"] = report2.duration_seconds
+            out["sweep_idle_report"] = report2.model_dump(mode="json")
+            status(
+                f"  sweep with transitions {report.duration_seconds:.2f} s, "
+                f"idle {report2.duration_seconds:.2f} s"
+            )
+
+            # -- latency once the sweep has spread the memories over the tiers ---------------
+            steady = Stopwatch()
+            for i in range(len(q_texts)):
+                watch = steady if i >= 5 else Stopwatch()
+                with watch.time():
+                    await mem.recall(
+                        q_texts[i], namespace=NS, budget_tokens=1000, query_embedding=q_vectors[i]
+                    )
+            out["recall_tiered_p50_ms"], out["recall_tiered_p95_ms"] = steady.p(50), steady.p(95)
+
+            # -- bytes per tier ---------------------------------------------------------------
+            stats = await mem.stats(namespace=NS)
+            disk = _disk(path)
+            per_tier = {}
+            for tier in Tier:
+                ts = stats.tiers[tier]
+                per_tier[tier.value] = {
+                    "count": ts.count,
+                    "bytes_per_record": ts.bytes / ts.count if ts.count else None,
+                }
+            out["tiers"] = per_tier
+            live = sum(stats.tiers[t].count for t in (Tier.HOT, Tier.WARM, Tier.COLD))
+            archived = stats.tiers[Tier.ARCHIVED].count
+            out["disk"] = disk
+            out["disk_active"] = disk_active
+            # On-disk bytes of a record: its table rows plus its indexes (FTS included
+            # for live memories, which are word-indexed; archive summaries are not).
+            out["active_record_disk_bytes"] = (
+                (disk["memories_bytes"] + disk["fts_bytes"]) / live if live else None
+            )
+            out["archived_record_disk_bytes"] = (
+                disk["archives_bytes"] / archived if archived else None
+            )
+            live_logical = sum(stats.tiers[t].bytes for t in (Tier.HOT, Tier.WARM, Tier.COLD))
+            out["active_record_logical_bytes"] = live_logical / live if live else None
+            out["archived_record_logical_bytes"] = (
+                stats.tiers[Tier.ARCHIVED].bytes / archived if archived else None
+            )
+            originals = list((Path(tmp) / "scale.db.archive").rglob("*.json"))
+            out["archived_original_bytes"] = (
+                sum(p.stat().st_size for p in originals) / len(originals) if originals else None
+            )
+            out["active_stats_before_sweep"] = {t.value: active.tiers[t].count for t in Tier}
+        finally:
+            await mem.close()
+    return out
+
+
+def _baseline(
+    make: type[FlatIndex] | Any, n: int, corpus: Corpus, queries: int, k: int = 10
+) -> dict[str, Any]:
+    rss0 = rss_mb()
+    index = make(DIM, n) if make is BruteForce else make()
+    ids = [f"m{i}" for i in range(n)]
+    start = time.perf_counter()
+    for s in range(0, n, BATCH):
+        e = min(n, s + BATCH)
+        index.add(ids[s:e], corpus.texts[s:e], corpus.vectors[s:e])
+    add_s = time.perf_counter() - start
+    rss = rss_mb() - rss0
+    q_vectors, _ = corpus.queries(np.random.default_rng(5), queries + 2)
+    watch = Stopwatch()
+    for i, q in enumerate(q_vectors):
+        if i < 2:
+            index.search(q, k)
+            continue
+        with watch.time():
+            index.search(q, k)
+    result = {
+        "name": index.name,
+        "add_per_s": n / add_s,
+        "search_p50_ms": watch.p(50),
+        "search_p95_ms": watch.p(95),
+        "rss_mb": rss,
+        "queries": queries,
+    }
+    del index
+    gc.collect()
+    return result
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    results: list[dict[str, Any]] = []
+    for n in sizes:
+        status(f"scale: N = {n:,}: building the corpus")
+        corpus = make_corpus(n + EXTRA)
+        status(f"scale: N = {n:,}: ours")
+        ours = asyncio.run(_ours(n, corpus, args))
+        baselines = []
+        status(f"scale: N = {n:,}: baselines")
+        baselines.append(_baseline(BruteForce, n, corpus, args.queries))
+        # The framework stores rebuild a dense array from Python lists on every query:
+        # seconds per query at 100k and tens of GB at 1M, so they stop at 100k.
+        if n <= args.framework_max:
+            slow_queries = max(10, min(args.queries, 2_000_000 // n))
+            for cls in (LangChainFlat, LlamaIndexFlat):
+                baselines.append(_baseline(cls, n, corpus, slow_queries))
+        for b in baselines:
+            status(f"  {b['name']}: p50 {b['search_p50_ms']:.1f} ms")
+        results.append({"n": n, "ours": ours, "baselines": baselines})
+        del corpus
+        gc.collect()
+
+    tables = render(results)
+    print(tables)
+    payload = {"sizes": sizes, "targets": TARGETS, "results": results, "tables": tables}
+    write_json("scale", payload, Path(args.out))
+    plot(results, Path(args.out))
+    return payload
+
+
+def _brute(entry: dict[str, Any]) -> dict[str, Any]:
+    return next(b for b in entry["baselines"] if b["name"] == BruteForce.name)
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    lat_rows = []
+    for r in results:
+        o, brute = r["ours"], _brute(r)
+        lat_rows.append(
+            [
+                f"{r['n']:,}",
+                "tiered-memory search(k=10)",
+                o["search_p50_ms"],
+                o["search_p95_ms"],
+                "–",
+            ]
+        )
+        lat_rows.append(
+            [
+                f"{r['n']:,}",
+                "tiered-memory recall(1000 tokens)",
+                o["recall_p50_ms"],
+                o["recall_p95_ms"],
+                f"{o['recall_p95_ms'] / brute['search_p95_ms']:.1f}×",
+            ]
+        )
+        lat_rows.append(
+            [
+                f"{r['n']:,}",
+                "tiered-memory recall, after the sweep (tiers spread)",
+                o["recall_tiered_p50_ms"],
+                o["recall_tiered_p95_ms"],
+                f"{o['recall_tiered_p95_ms'] / brute['search_p95_ms']:.1f}×",
+            ]
+        )
+        for b in r["baselines"]:
+            lat_rows.append(
+                [f"{r['n']:,}", b["name"] + " (k=10)", b["search_p50_ms"], b["search_p95_ms"], "–"]
+            )
+    latency = markdown_table(
+        ["N", "system", "p50 ms", "p95 ms", "recall p95 / brute p95"], lat_rows
+    )
+
+    add_rows = []
+    for r in results:
+        o = r["ours"]
+        row: list[Any] = [f"{r['n']:,}", o["add_off_per_s"], o["add_on_per_s"]]
+        names = {b["name"]: b for b in r["baselines"]}
+        for cls in (BruteForce, LangChainFlat, LlamaIndexFlat):
+            row.append(names[cls.name]["add_per_s"] if cls.name in names else float("nan"))
+        add_rows.append(row)
+    adds = markdown_table(
+        [
+            "N",
+            "add_many/s (dedup, link off)",
+            f"add_many/s (dedup, link on; batch {results[0]['ours']['add_on_batch']})",
+            "numpy add/s",
+            "LangChain add/s",
+            "LlamaIndex add/s",
+        ],
+        add_rows,
+    )
+
+    sweep_rows = []
+    for r in results:
+        o = r["ours"]
+        counts = o["sweep_due_moves"]
+        archived = o["tiers"]["archived"]["count"]
+        sweep_rows.append(
+            [
+                f"{r['n'] + EXTRA:,}",
+                o["sweep_idle_s"],
+                o["sweep_due_s"],
+                ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "–",
+                archived,
+            ]
+        )
+    sweeps = markdown_table(
+        ["memories", "idle sweep s", "sweep with transitions s", "moved", "archived"],
+        sweep_rows,
+    )
+
+    mem_rows = []
+    for r in results:
+        o = r["ours"]
+        names = {b["name"]: b for b in r["baselines"]}
+        active = o["active_record_disk_bytes"]
+        arch = o["archived_record_disk_bytes"]
+        mem_rows.append(
+            [
+                f"{r['n']:,}",
+                o["rss_mb"],
+                names[BruteForce.name]["rss_mb"],
+                names[LangChainFlat.name]["rss_mb"]
+                if LangChainFlat.name in names
+                else float("nan"),
+                names[LlamaIndexFlat.name]["rss_mb"]
+                if LlamaIndexFlat.name in names
+                else float("nan"),
+                o["disk_bytes_per_memory"],
+                active if active is not None else float("nan"),
+                arch if arch is not None else float("nan"),
+                f"{arch / active:.0%}" if active and arch else "–",
+                o["archived_original_bytes"] or float("nan"),
+            ]
+        )
+    memory = markdown_table(
+        [
+            "N",
+            "ours RSS MB",
+            "numpy RSS MB",
+            "LangChain RSS MB",
+            "LlamaIndex RSS MB",
+            "file bytes/memory",
+            "active record B",
+            "archived record B",
+            "archived/active",
+            "original in object store B",
+        ],
+        mem_rows,
+    )
+    return (
+        "### Latency\n\n"
+        + latency
+        + "\n\n### add_many throughput (embedding excluded)\n\n"
+        + adds
+        + "\n\n### Maintenance sweep\n\n"
+        + sweeps
+        + "\n\n### Memory and disk\n\n"
+        + memory
+        + "\n"
+    )
+
+
+def plot(results: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ns = [r["n"] for r in results]
+    ax1.plot(ns, [r["ours"]["recall_p95_ms"] for r in results], "o-", label="recall p95 (ours)")
+    ax1.plot(ns, [r["ours"]["search_p95_ms"] for r in results], "o--", label="search p95 (ours)")
+    for name in (BruteForce.name, LangChainFlat.name, LlamaIndexFlat.name):
+        pts = [
+            (r["n"], b["search_p95_ms"])
+            for r in results
+            for b in r["baselines"]
+            if b["name"] == name
+        ]
+        if pts:
+            ax1.plot(*zip(*pts, strict=True), "s:", label=f"{name} p95")
+    ax1.axhline(15, color="grey", lw=0.8, ls="--")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("memories")
+    ax1.set_ylabel("ms")
+    ax1.set_title("query latency (p95)")
+    ax1.legend(fontsize=7)
+
+    width = 0.35
+    x = np.arange(len(ns))
+    ax2.bar(
+        x - width / 2, [r["ours"]["add_off_per_s"] for r in results], width, label="dedup/link off"
+    )
+    ax2.bar(
+        x + width / 2, [r["ours"]["add_on_per_s"] for r in results], width, label="dedup/link on"
+    )
+    ax2.axhline(5000, color="grey", lw=0.8, ls="--")
+    ax2.set_xticks(x, [f"{n:,}" for n in ns])
+    ax2.set_ylabel("memories / s")
+    ax2.set_title("add_many throughput")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "scale.png", dpi=110)
+    plt.close(fig)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated N")
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per system")
+    parser.add_argument("--archive", type=int, default=200, help="memories made archivable")
+    parser.add_argument("--on-batch", type=int, default=500, help="batch of the dedup/link-on adds")
+    parser.add_argument(
+        "--framework-max", type=int, default=100_000, help="largest N for the framework stores"
+    )
+    parser.add_argument("--out", default=str(RESULTS), help="folder for JSON and PNG")
