@@ -11,26 +11,19 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
-from tests.integration.neo4j.conftest import (
-    FalkorDBServer,
-    bolt_backend,
-    falkordb_server,
-)
+from tests.integration.neo4j.conftest import bolt_backend, falkordb_server
 from tests.integration.neo4j.conftest import outage_server as graph_outage_server
 from tests.integration.s3.conftest import _dummy_aws, moto_server, s3_endpoint
 from tests.integration.s3.conftest import outage_server as s3_outage_server
-from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, TieredMemory
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 __all__ = [
-    "FalkorDBServer",
     "_dummy_aws",
     "bolt_backend",
     "falkordb_server",
@@ -45,31 +38,6 @@ __all__ = [
 def rng(request: pytest.FixtureRequest) -> random.Random:
     """A generator seeded by the test's name: a failure replays the same way."""
     return random.Random(request.node.nodeid)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START)
-
-
-@pytest.fixture
-async def amem(tmp_path: Path, clock: ManualClock) -> AsyncIterator[AsyncTieredMemory]:
-    engine = await AsyncTieredMemory.embedded(
-        tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock
-    )
-    try:
-        yield engine
-    finally:
-        await engine.close()
-
-
-@pytest.fixture
-def mem(tmp_path: Path, clock: ManualClock) -> Iterator[TieredMemory]:
-    engine = TieredMemory.embedded(tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock)
-    try:
-        yield engine
-    finally:
-        engine.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

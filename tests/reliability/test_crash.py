@@ -19,6 +19,7 @@ import pytest
 from tests.integration.s3.conftest import FAST
 from tiered_memory.archives.s3 import S3ObjectStore
 from tiered_memory.ports import ObjectStore
+from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .harness import Backend as CrashBackend
 from .harness import CrashHarness, CrashStats, Seed, build_seed, local_backend
@@ -67,6 +68,18 @@ def _report(name: str, stats: CrashStats) -> None:
     # Kills must land in the archival pipeline itself, not only around it.
     inside = {point for point in stats.kill_points if point.rstrip("<>") != point}
     assert len(inside) >= 3, stats.kill_points
+
+
+async def test_the_sqlite_file_is_opened_for_durability(tmp_path: Path) -> None:
+    """WAL, fsync at every commit, and a busy timeout for other processes."""
+    store = await SQLiteMemoryStore.open(tmp_path / "durable.db")
+    try:
+        with store.database.read() as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+    finally:
+        await store.close()
 
 
 @pytest.mark.slow

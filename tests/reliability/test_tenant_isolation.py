@@ -16,6 +16,7 @@ It runs on the embedded store, and with the Bolt-served graph (FalkorDB, through
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import uuid
 from collections import Counter
@@ -116,6 +117,7 @@ class Tenants(RuleBasedStateMachine):
                 self.mem.clear(namespace=ns)  # the shared graph server keeps nothing
         finally:
             self.mem.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     # -- helpers ---------------------------------------------------------------------
 
