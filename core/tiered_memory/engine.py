@@ -464,6 +464,8 @@ class AsyncTieredMemory:
     async def namespaces(self, *, prefix: str = "") -> builtins.list[str]:
         """Namespaces holding memories or archive records (an operator's view: the
         only call that spans namespaces, and it returns names, never contents)."""
+        if not isinstance(prefix, str):
+            raise ValidationError("prefix must be a string")
         return sorted(ns for ns in await self.store.namespaces() if ns.startswith(prefix))
 
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
@@ -532,7 +534,7 @@ class AsyncTieredMemory:
             include_forgotten=include_forgotten,
             memory_types=types,
             metadata=meta,
-            ids=frozenset(validation.check_id(i) for i in ids) if ids is not None else None,
+            ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
         )
         return SearchPlan(
             k=k,
@@ -646,7 +648,7 @@ class AsyncTieredMemory:
         from `search`, or that trimmed a recall). Unknown ids are ignored; returns how
         many live memories were counted."""
         ns = self._ns(namespace)
-        found = await self.store.get_many(ns, [validation.check_id(i) for i in ids])
+        found = await self.store.get_many(ns, validation.check_ids(ids))
         now = self.clock.now()
         if found:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in found])
@@ -813,7 +815,7 @@ class AsyncTieredMemory:
         """`forget` for many ids in one batch; unknown ids are ignored. Returns how many
         memories were forgotten (hard: deleted, with links and archived originals)."""
         ns = self._ns(namespace)
-        wanted = [validation.check_id(i) for i in ids]
+        wanted = validation.check_ids(ids)
         live = await self.store.get_many(ns, wanted)
         if not hard:
             return await self.store.patch_many(
@@ -973,7 +975,7 @@ class AsyncTieredMemory:
     ) -> int:
         """Archive these memories now, whatever their tier (pinned and core excepted)."""
         ns = self._ns(namespace)
-        memories = [await self._require(ns, i) for i in ids]
+        memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
         for m in memories:
             if m.pinned or m.core:
                 raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
@@ -999,7 +1001,7 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         now = self.clock.now()
         if ids is not None:
-            return await self.archiver.restore(ns, [validation.check_id(i) for i in ids], now=now)
+            return await self.archiver.restore(ns, validation.check_ids(ids), now=now)
         restored = 0
         while True:  # restored records leave the archive, so always read the first page
             page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)

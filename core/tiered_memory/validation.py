@@ -45,6 +45,13 @@ def check_content(content: str, limits: Limits) -> str:
     return content
 
 
+def check_ids(ids: object) -> list[str]:
+    """A list of ids. A bare string is refused: iterating it would act on one-letter ids."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise ValidationError("pass a list of ids, e.g. [memory.id], not a single string")
+    return [check_id(i) for i in ids]
+
+
 def check_id(memory_id: str) -> str:
     if not isinstance(memory_id, str) or not memory_id.strip():
         raise ValidationError("a memory id must be a non-empty string")

@@ -55,3 +55,18 @@ def test_run_executes_engine_coroutines_on_the_facades_loop(mem: TieredMemory) -
         return (await engine.stats(namespace="ns")).total
 
     assert mem.run(compose(mem.aio)) == 2
+
+
+def test_a_bare_string_is_not_a_list_of_ids(mem: TieredMemory) -> None:
+    m = mem.add("abc is a memory", namespace="ns")
+    for call in (
+        lambda: mem.record_use(m.id, namespace="ns"),  # type: ignore[arg-type]
+        lambda: mem.forget_many(m.id, namespace="ns"),  # type: ignore[arg-type]
+        lambda: mem.archive(m.id, namespace="ns"),  # type: ignore[arg-type]
+        lambda: mem.restore_archive(m.id, namespace="ns"),  # type: ignore[arg-type]
+        lambda: mem.search("abc", namespace="ns", ids=m.id),  # type: ignore[arg-type]
+        lambda: mem.namespaces(prefix=None),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValidationError):
+            call()
+    assert mem.get(m.id, namespace="ns").use_count == 0  # type: ignore[union-attr]
