@@ -538,55 +538,51 @@ def forget(
         out.print(f"{'deleted' if hard else 'forgot'} {memory_id}")
 
 
-@app.command()
-def restore(
-    memory_id: Annotated[str, typer.Argument(metavar="ID")],
-    namespace: NamespaceOpt = None,
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    as_json: JsonOpt = False,
+def _flag_command(
+    name: str,
+    verb: str,
+    doc: str,
+    call: Callable[[AsyncTieredMemory, str, str], Awaitable[Memory]],
 ) -> None:
-    """Undo a soft forget; an archived memory comes back to WARM from its original."""
-    common = Common(namespace, db, config, as_json)
+    """Register a command that changes one memory by id and shows it (restore, pin,
+    unpin): one body, so their options and output cannot drift apart."""
 
-    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
-        return await memory.restore(memory_id, namespace=ns)
+    def command(
+        memory_id: Annotated[str, typer.Argument(metavar="ID")],
+        namespace: NamespaceOpt = None,
+        db: DbOpt = None,
+        config: ConfigOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        common = Common(namespace, db, config, as_json)
 
-    _show_memory(_run(common, body), "restored", as_json)
+        async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
+            return await call(memory, memory_id, ns)
 
+        _show_memory(_run(common, body), verb, as_json)
 
-@app.command()
-def pin(
-    memory_id: Annotated[str, typer.Argument(metavar="ID")],
-    namespace: NamespaceOpt = None,
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Never decays, never demoted, always a candidate for the pinned share."""
-    common = Common(namespace, db, config, as_json)
-
-    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
-        return await memory.pin(memory_id, namespace=ns)
-
-    _show_memory(_run(common, body), "pinned", as_json)
+    command.__doc__ = doc
+    app.command(name)(command)
 
 
-@app.command()
-def unpin(
-    memory_id: Annotated[str, typer.Argument(metavar="ID")],
-    namespace: NamespaceOpt = None,
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Let a pinned memory decay again."""
-    common = Common(namespace, db, config, as_json)
-
-    async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
-        return await memory.unpin(memory_id, namespace=ns)
-
-    _show_memory(_run(common, body), "unpinned", as_json)
+_flag_command(
+    "restore",
+    "restored",
+    "Undo a soft forget; an archived memory comes back to WARM from its original.",
+    lambda memory, memory_id, ns: memory.restore(memory_id, namespace=ns),
+)
+_flag_command(
+    "pin",
+    "pinned",
+    "Never decays, never demoted, always a candidate for the pinned share.",
+    lambda memory, memory_id, ns: memory.pin(memory_id, namespace=ns),
+)
+_flag_command(
+    "unpin",
+    "unpinned",
+    "Let a pinned memory decay again.",
+    lambda memory, memory_id, ns: memory.unpin(memory_id, namespace=ns),
+)
 
 
 @app.command()
