@@ -538,7 +538,7 @@ def plot(summary: dict[str, dict[str, float]], budgets: Sequence[int], path: Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5))
     for name, per in summary.items():
         style = "o-" if name.startswith("ours") else ("s--" if name.startswith("flat") else ".:")
         ax.plot(budgets, [per[str(b)] for b in budgets], style, label=name)
@@ -548,7 +548,7 @@ def plot(summary: dict[str, dict[str, float]], budgets: Sequence[int], path: Pat
     ax.set_ylabel("evidence recall")
     ax.set_title("LoCoMo dev: evidence found inside the injected context")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
