@@ -224,19 +224,30 @@ class Sweep:
             superseded=False,
             limit=self._batch(),
         )
-        fading: list[Memory] = []
+        # Page by page, so memory stays bounded (a namespace-wide similarity matrix
+        # would need hundreds of GB at a million memories). Fading memories left
+        # ungrouped are carried into the next page's window, up to half a page.
+        carry: list[Memory] = []
         async for page in self._pages(ns, q):
-            fading.extend(
+            fading = [
                 m
                 for m in page
                 if m.do_not_inject is False and decay.retention(m, now, dp) < cp.retention_below
-            )
+            ]
+            carry = await self._consolidate_window(ns, carry + fading, now, report)
+            carry = carry[-(self._batch() // 2) :]
+
+    async def _consolidate_window(
+        self, ns: str, fading: list[Memory], now: datetime, report: MaintenanceReport
+    ) -> list[Memory]:
+        """Merge near-duplicates among `fading`; returns the ones left ungrouped."""
+        cp = self.policy.consolidation
         if len(fading) < 2:
-            return
+            return fading
         full = await self.store.get_many(ns, [m.id for m in fading], with_embeddings=True)
         items = [full[m.id] for m in fading if m.id in full and full[m.id].embedding]
         if len(items) < 2:
-            return
+            return fading
         matrix = np.asarray([m.embedding for m in items], dtype=np.float32)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         sims = matrix @ matrix.T
@@ -258,6 +269,10 @@ class Sweep:
             if not report.dry_run:
                 await self._merge(ns, group, now)
             report.add("consolidated", len(group))
+        left = [items[i] for i in range(len(items)) if i not in used]
+        for m in left:
+            m.embedding = None  # carried memories are re-read with vectors next time
+        return left
 
     async def _merge(self, ns: str, group: list[Memory], now: datetime) -> None:
         joined = "\n".join(m.content for m in group)
