@@ -251,18 +251,19 @@ class Sweep:
         matrix = np.asarray([m.embedding for m in items], dtype=np.float32)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         sims = matrix @ matrix.T
+        np.fill_diagonal(sims, -1.0)
+        close = sims >= cp.min_similarity  # sort only what is near, never whole rows
         used: set[int] = set()
         groups: list[list[Memory]] = []
-        for i in range(len(items)):
+        rows: list[int] = [int(x) for x in np.flatnonzero(close.any(axis=1))]
+        for i in rows:
             if i in used:
                 continue
-            near = [
-                j
-                for j in np.argsort(-sims[i])
-                if j != i and j not in used and sims[i, j] >= cp.min_similarity
-            ][: cp.max_group - 1]
+            candidates = [int(j) for j in np.flatnonzero(close[i]) if int(j) not in used]
+            near: list[int] = sorted(candidates, key=lambda j: -float(sims[i, j]))
+            near = near[: cp.max_group - 1]
             if near:
-                members = [i, *(int(j) for j in near)]
+                members: list[int] = [i, *near]
                 used.update(members)
                 groups.append([items[j] for j in members])
         for group in groups:
