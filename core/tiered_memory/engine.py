@@ -341,7 +341,8 @@ class AsyncTieredMemory:
             if k_near:
                 near.extend(stored_near[i])
                 if accepted:
-                    sims = accepted_matrix[: len(accepted)] @ p.vector
+                    unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
+                    sims = accepted_matrix[: len(accepted)] @ unit  # cosines
                     for j in np.argsort(-sims)[:k_near]:
                         near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
                 near.sort(key=lambda t: t[1], reverse=True)

@@ -70,3 +70,21 @@ def test_a_bare_string_is_not_a_list_of_ids(mem: TieredMemory) -> None:
         with pytest.raises(ValidationError):
             call()
     assert mem.get(m.id, namespace="ns").use_count == 0  # type: ignore[union-attr]
+
+
+def test_in_batch_dedup_uses_cosine_for_vectors_that_are_not_unit(mem: TieredMemory) -> None:
+    a = np.zeros(384, dtype=np.float32)
+    a[0], a[1] = 10.0, 1.0  # same direction, norm ~10
+    b = np.zeros(384, dtype=np.float32)
+    b[0], b[1] = 10.0, 6.0  # cosine with a ~0.89: a different memory
+    out = mem.add_many(
+        [
+            {"content": "first", "embedding": a},
+            {"content": "second", "embedding": b},
+            {"content": "first again", "embedding": a * 3},
+        ],
+        namespace="ns",
+    )
+    assert out[0].id != out[1].id  # 10x norm must not turn 0.89 into a "duplicate"
+    assert out[2].id == out[0].id  # same direction, any norm: a duplicate
+    assert mem.stats(namespace="ns").total == 2
