@@ -348,6 +348,73 @@ class TestLexicalPruning:
         hits = await store.lexical_search("ns", "alpha beta", tiers=LIVE_TIERS, k=5)
         assert [h.memory.id for h in hits] == ["a"]
 
+    @staticmethod
+    async def _capped(tmp_path: Path) -> SQLiteMemoryStore:
+        """60 texts of common words, two with a rare one, over a cap of 20 matches."""
+        store = await SQLiteMemoryStore.open(tmp_path / "capped.db", lexical_rows=20)
+        texts = {f"c{i}": f"the user said hello number {i}" for i in range(58)}
+        texts["r1"] = "the user said zanzibar once"
+        texts["r2"] = "zanzibar zanzibar again said the user"
+        await store.put_many("ns", [memory(i, [1.0, 0.0], content=t) for i, t in texts.items()])
+        await store.put_many("other", [memory("o", [1.0, 0.0], content="zanzibar elsewhere")])
+        return store
+
+    async def test_the_cap_keeps_rare_words(self, tmp_path: Path) -> None:
+        """Above the cap, common words are left out of the query; the rare one still
+        finds its texts, ranked by BM25, and never another namespace's."""
+        store = await self._capped(tmp_path)
+        try:
+            hits = await store.lexical_search(
+                "ns", "what the user said about Zanzibar", tiers=LIVE_TIERS, k=10
+            )
+            assert [h.memory.id for h in hits] == ["r2", "r1"]
+            assert hits[0].score > hits[1].score > 0
+            few = await store.lexical_search("ns", "zanzibar", tiers=LIVE_TIERS, k=1)
+            assert [h.memory.id for h in few] == ["r2"]
+        finally:
+            await store.close()
+
+    async def test_only_common_words_above_the_cap(self, tmp_path: Path) -> None:
+        """No word is rare enough to be worth scoring: no lexical hit (and no pass over
+        the whole index). `ids` lookups (explain, pinned memories) score the same words
+        as a search, so a memory's lexical score does not depend on how it was found."""
+        store = await self._capped(tmp_path)
+        try:
+            assert await store.lexical_search("ns", "the user said", tiers=LIVE_TIERS, k=5) == []
+            ids = SearchFilter(ids=frozenset({"c3", "r1", "o"}))
+            common = await store.lexical_search(
+                "ns", "the user said hello", tiers=LIVE_TIERS, k=5, filters=ids
+            )
+            assert common == []
+            rare = await store.lexical_search(
+                "ns", "the user said zanzibar", tiers=LIVE_TIERS, k=5, filters=ids
+            )
+            everywhere = await store.lexical_search(
+                "ns", "the user said zanzibar", tiers=LIVE_TIERS, k=5
+            )
+            assert [h.memory.id for h in rare] == ["r1"]  # "o" lives in another namespace
+            assert rare[0].score == next(h.score for h in everywhere if h.memory.id == "r1")
+        finally:
+            await store.close()
+
+    async def test_ties_across_a_batch_boundary_order_by_id(self, store: SQLiteMemoryStore) -> None:
+        """Equal BM25 scores come back by id, even when they span the rows fetched at once."""
+        texts = {f"t{i:02d}": "same words here" for i in range(40)}
+        await store.put_many("ns", [memory(i, [1.0, 0.0], content=t) for i, t in texts.items()])
+        await store.put_many("ns", [memory("z", [1.0, 0.0], content="same words")])
+        hits = await store.lexical_search("ns", "same words here", tiers=LIVE_TIERS, k=35)
+        assert [h.memory.id for h in hits] == sorted(texts)[:35]
+
+    async def test_filters_apply_before_k(self, store: SQLiteMemoryStore) -> None:
+        texts = {f"a{i:02d}": "apple apple pie" for i in range(40)}
+        texts["keep"] = "apple crumble and a long tail of other words"
+        await store.put_many("ns", [memory(i, [1.0, 0.0], content=t) for i, t in texts.items()])
+        await store.patch_many("ns", [i for i in texts if i != "keep"], MemoryPatch(pinned=True))
+        hits = await store.lexical_search(
+            "ns", "apple", tiers=LIVE_TIERS, k=3, filters=SearchFilter(pinned=False)
+        )
+        assert [h.memory.id for h in hits] == ["keep"]
+
 
 class TestVectorCacheConsistency:
     async def test_cache_matches_brute_force_after_random_writes(

@@ -12,7 +12,10 @@ graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
   wrote to the file. The cheap filters are masks over cached flags; metadata filters
   run in SQL on growing batches of the best-scoring rows.
 - Lexical search: FTS5 with BM25, user text quoted word by word (`sqlite_query`);
-  words found in half the texts or more are left out of the query (their idf is 0).
+  words found in half the texts or more are left out of the query (their idf is 0),
+  and above `lexical_rows` texts only the rarest words are scored, so one search
+  scores at most that many texts (`_lexical_match`). Scoring runs on the FTS index
+  alone; the namespace and filters are checked on the best rows afterwards.
   BM25's document statistics are those of the whole file, so a namespace's scores
   depend slightly on other namespaces' texts (never its results or counts).
 """
@@ -98,6 +101,9 @@ _INSERT = f"INSERT INTO memories ({_FIELDS}) VALUES ({placeholders(_FIELDS.count
 _CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, memory_type"
 _ARCHIVE_KEY = "archived"  # cache partition of a namespace's archive records
 DEFAULT_CACHE_ROWS = 2_000_000
+# Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
+# the rarest query words are used, as many as fit under this many matches.
+DEFAULT_LEXICAL_ROWS = 2_000
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
@@ -186,8 +192,10 @@ class SQLiteMemoryStore:
         owns_database: bool = False,
         use_days_kept: int = TierPolicy().use_days_kept,
         cache_rows: int = DEFAULT_CACHE_ROWS,
+        lexical_rows: int = DEFAULT_LEXICAL_ROWS,
     ) -> None:
         self._db = database
+        self._lexical_rows = lexical_rows
         self._owns_database = owns_database
         self._use_days_kept = use_days_kept
         self._cache = VectorCache(cache_rows)
@@ -215,14 +223,23 @@ class SQLiteMemoryStore:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         use_days_kept: int = TierPolicy().use_days_kept,
         cache_rows: int = DEFAULT_CACHE_ROWS,
+        lexical_rows: int = DEFAULT_LEXICAL_ROWS,
     ) -> SQLiteMemoryStore:
         """Open or create the file (schema included); `close()` closes it again.
 
         `verify=False` skips the integrity check that reads the whole file at open.
         `cache_rows` bounds the vectors kept in memory (about 1.5 KB each at 384-d).
+        `lexical_rows` bounds the texts one lexical search scores with BM25 (see
+        `_lexical_match`).
         """
         database = await SQLiteDatabase.open(path, verify=verify, busy_timeout=busy_timeout)
-        return cls(database, owns_database=True, use_days_kept=use_days_kept, cache_rows=cache_rows)
+        return cls(
+            database,
+            owns_database=True,
+            use_days_kept=use_days_kept,
+            cache_rows=cache_rows,
+            lexical_rows=lexical_rows,
+        )
 
     @property
     def database(self) -> SQLiteDatabase:
@@ -778,37 +795,117 @@ class SQLiteMemoryStore:
             return []
         clauses, params = search_filter_sql(filters, "m")
         where = "".join(f" AND {c}" for c in clauses)
-        sql = (
-            f"SELECT {_columns('m', False)}, -bm25(memories_fts) AS score "
-            "FROM memories_fts JOIN memories AS m ON m.pk = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.namespace = ? "
-            f"AND m.tier IN ({placeholders(len(parts))}){where} "
-            "ORDER BY score DESC, m.id LIMIT ?"
+        rows_sql = (
+            f"SELECT m.pk, {_columns('m', False)} FROM json_each(?) AS j "
+            "CROSS JOIN memories AS m ON m.pk = j.value "
+            f"WHERE m.namespace = ? AND m.tier IN ({placeholders(len(parts))}){where}"
         )
         await self._db.gate()
         with self._db.read() as conn:
-            match = fts_match_terms(self._informative(conn, terms))
-            rows = conn.execute(sql, (match, ns, *parts, *params, k)).fetchall()
-        return [ScoredMemory(_memory(row, False), max(0.0, float(row["score"]))) for row in rows]
+            match = self._lexical_match(conn, terms)
+            if match is None:
+                scored = []
+            elif filters.ids is not None:
+                scored = self._lexical_among_ids(conn, ns, match, filters.ids)
+            else:
+                scored = self._lexical_scores(conn, match)
+            found: list[tuple[float, sqlite3.Row]] = []
+            start, batch = 0, max(2 * k, 32)
+            while start < len(scored) and len(found) < k:
+                end = min(len(scored), start + batch)
+                while end < len(scored) and scored[end][1] == scored[end - 1][1]:
+                    end += 1  # a batch ends between two scores, never inside a tie
+                score_of = dict(scored[start:end])
+                wanted = json.dumps(list(score_of))
+                for row in conn.execute(rows_sql, (wanted, ns, *parts, *params)):
+                    found.append((score_of[row["pk"]], row))
+                start, batch = end, batch * 4
+        # Once k rows of a best-first prefix pass, no later (lower-scored) row can beat them.
+        found.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+        return [ScoredMemory(_memory(row, False), max(0.0, score)) for score, row in found[:k]]
+
+    def _lexical_match(self, conn: sqlite3.Connection, terms: list[str]) -> str | None:
+        """The MATCH string of the query words worth scoring, with the work bounded.
+
+        FTS5 computes BM25 for every text that matches any ORed word (about 1.5 us
+        each, plus reading the row), so one common word would cost a pass over the
+        whole index. Words found in half of the texts or more are left out, unless all
+        are (their idf is 0: they add nothing to any score). In a store of more than
+        `lexical_rows` texts, only the rarest words are kept, as many as fit with
+        their summed document frequencies under `lexical_rows`: the rare words are the
+        ones whose BM25 weight decides the ranking. When no word is that rare, there
+        is no lexical signal worth its cost, and no lexical hit (the vector half
+        still ranks everything).
+        """
+        cap = self._lexical_rows
+        counted: dict[str, int] = {}
+        frequency: dict[str, int] = {}
+        for term in terms:
+            form = index_form(term)
+            if form not in counted:
+                counted[form] = self._document_frequency(conn, term, cap + 1)
+            frequency[term] = counted[form]
+        matching = [t for t in terms if frequency[t] > 0]
+        if not matching:
+            return None
+        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
+        if rows <= cap:  # a small index bounds the work by itself: score every word
+            total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+            informative = [t for t in matching if 2 * frequency[t] < total]
+            return fts_match_terms(informative or matching)
+        kept: list[str] = []
+        budget = cap
+        for term in sorted(matching, key=lambda t: frequency[t]):
+            if frequency[term] > budget:
+                break
+            kept.append(term)
+            budget -= frequency[term]
+        return fts_match_terms(kept)
 
     @staticmethod
-    def _informative(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-        """Drop terms found in at least half of the indexed texts, unless all are.
+    def _document_frequency(conn: sqlite3.Connection, term: str, limit: int) -> int:
+        """How many texts hold `term`, counted up to `limit` only (O(limit), no BM25)."""
+        match = fts_match_terms([term])
+        return int(
+            conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts "
+                "WHERE memories_fts MATCH ? LIMIT ?)",
+                (match, limit),
+            ).fetchone()[0]
+        )
 
-        FTS5 clamps such a term's idf to 1e-6, so it adds nothing to any BM25 score,
-        yet ORing it in makes every text containing it a match to score and join:
-        one common word ("the", "user") would cost a pass over the whole index.
+    @staticmethod
+    def _lexical_scores(conn: sqlite3.Connection, match: str) -> list[tuple[int, float]]:
+        """(pk, BM25) of every text matching `match`, best first, before any filter.
+
+        Scoring runs on the FTS index alone: joined to `memories`, SQLite computes
+        BM25 and reads the row for every match, which costs several times more than
+        checking the namespace and filters of the few best rows afterwards.
         """
-        total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-        forms = {term: index_form(term) for term in terms}
         rows = conn.execute(
-            "SELECT term, doc FROM temp.memories_vocab "
-            f"WHERE term IN ({placeholders(len(set(forms.values())))})",
-            sorted(set(forms.values())),
+            "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
+            (match,),
         ).fetchall()
-        frequency = {row[0]: int(row[1]) for row in rows}
-        kept = [t for t in terms if 2 * frequency.get(forms[t], 0) < total]
-        return kept or terms
+        scored = [(int(pk), float(score)) for pk, score in rows]
+        scored.sort(key=lambda pair: -pair[1])
+        return scored
+
+    @staticmethod
+    def _lexical_among_ids(
+        conn: sqlite3.Connection, ns: str, match: str, ids: frozenset[str]
+    ) -> list[tuple[int, float]]:
+        """BM25 of the given memories only (explain, pinned memories): one FTS lookup
+        per id instead of scoring every match. The words are those a search without
+        `ids` scores, so a memory gets the same lexical score either way."""
+        rows = conn.execute(
+            f"SELECT m.pk, -bm25(memories_fts) FROM memories AS m "
+            "CROSS JOIN memories_fts ON memories_fts.rowid = m.pk "
+            f"WHERE m.namespace = ? AND m.id {IN_JSON} AND memories_fts MATCH ?",
+            (ns, json_list(sorted(ids)), match),
+        ).fetchall()
+        scored = [(int(pk), float(score)) for pk, score in rows]
+        scored.sort(key=lambda pair: -pair[1])
+        return scored
 
     # -- scans and counts ----------------------------------------------------------------
 
