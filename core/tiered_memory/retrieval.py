@@ -11,9 +11,10 @@ Everything here is per namespace; the ports enforce it in their own queries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,6 +29,16 @@ log = logging.getLogger(__name__)
 
 ACTIVE = frozenset({Tier.HOT, Tier.WARM})
 COLD_ONLY = frozenset({Tier.COLD})
+
+
+@runtime_checkable
+class SupportsCosines(Protocol):
+    """A store that can give the cosine of a query to memories by id (the embedded one
+    holds every vector in memory), so candidates need not be fetched with embeddings."""
+
+    async def cosines(
+        self, namespace: str, query: Vector, ids: Sequence[str]
+    ) -> dict[str, float]: ...
 
 
 @dataclass
@@ -199,20 +210,29 @@ class Retriever:
                     cand.cosine = cosines.get(scored.memory.id)
 
     async def _cosines(self, namespace: str, query: Vector, ids: list[str]) -> dict[str, float]:
-        """Raw cosines for memories found another way, so every candidate has all terms."""
+        """Raw cosines for memories found another way, so every candidate has all terms.
+
+        A store that keeps its vectors at hand answers this itself (`SupportsCosines`);
+        otherwise the embeddings are fetched and compared here.
+        """
         if not ids:
             return {}
+        if isinstance(self.store, SupportsCosines):
+            return await self.store.cosines(namespace, query, ids)
         found = await self.store.get_many(namespace, ids, with_embeddings=True)
-        out: dict[str, float] = {}
-        qn = float(np.linalg.norm(query)) or 1.0
-        for mid, memory in found.items():
-            if memory.embedding is None:
-                continue
-            vec = np.asarray(memory.embedding, dtype=np.float32)
-            denom = qn * (float(np.linalg.norm(vec)) or 1.0)
-            out[mid] = float(np.dot(query, vec) / denom)
-            memory.embedding = None  # hits do not carry vectors
-        return out
+        return _cosines_of(query, found.values())
+
+    async def _fetch_scored(
+        self, namespace: str, query: Vector, ids: list[str]
+    ) -> tuple[dict[str, Memory], dict[str, float]]:
+        """Memories (without vectors) and their raw cosines to `query`."""
+        if not ids:
+            return {}, {}
+        if isinstance(self.store, SupportsCosines):
+            found = await self.store.get_many(namespace, ids)
+            return found, await self.store.cosines(namespace, query, list(found))
+        found = await self.store.get_many(namespace, ids, with_embeddings=True)
+        return found, _cosines_of(query, found.values())
 
     async def _expand_graph(
         self,
@@ -243,8 +263,7 @@ class Retriever:
         if not neighbours:
             return
         new_ids = [n.id for n in neighbours if n.id not in pool.by_id]
-        fetched = await self.store.get_many(namespace, new_ids, with_embeddings=True)
-        qn = float(np.linalg.norm(query)) or 1.0
+        fetched, cosines = await self._fetch_scored(namespace, query, new_ids)
         for nb in neighbours:
             cand = pool.by_id.get(nb.id)
             if cand is not None:
@@ -254,12 +273,7 @@ class Retriever:
             memory = fetched.get(nb.id)
             if memory is None or not self._allowed(memory, filters):
                 continue
-            cosine = None
-            if memory.embedding is not None:
-                vec = np.asarray(memory.embedding, dtype=np.float32)
-                cosine = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
-                memory.embedding = None
-            cand = pool.add(memory, 2, cosine=cosine, graph=nb.strength)
+            cand = pool.add(memory, 2, cosine=cosines.get(nb.id), graph=nb.strength)
             cand.via = nb.seed
 
     @staticmethod
@@ -300,29 +314,25 @@ class Retriever:
         missing = [i for i in plan.force_ids if i not in pool.by_id]
         if not missing:
             return
-        found = await self.store.get_many(namespace, missing, with_embeddings=True)
-        qn = float(np.linalg.norm(query)) or 1.0
+        found, cosines = await self._fetch_scored(namespace, query, missing)
+        lexical: dict[str, float] = {}
+        if text.strip() and found:
+            # one lookup for all of them: BM25 of these ids only, whatever their tier
+            for scored in await self.store.lexical_search(
+                namespace,
+                text,
+                tiers=frozenset(m.tier for m in found.values()),
+                k=len(found),
+                filters=SearchFilter(
+                    include_forgotten=True,
+                    include_superseded=True,
+                    ids=frozenset(found),
+                ),
+            ):
+                lexical[scored.memory.id] = scored.score
         for memory in found.values():
-            cosine = None
-            if memory.embedding is not None:
-                vec = np.asarray(memory.embedding, dtype=np.float32)
-                cosine = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
-                memory.embedding = None
-            lexical = None
-            if text.strip():
-                lx = await self.store.lexical_search(
-                    namespace,
-                    text,
-                    tiers=frozenset({memory.tier}),
-                    k=1,
-                    filters=SearchFilter(
-                        include_forgotten=True,
-                        include_superseded=True,
-                        ids=frozenset({memory.id}),
-                    ),
-                )
-                lexical = lx[0].score if lx else None
-            pool.add(memory, 0, cosine=cosine, lexical=lexical)
+            pool.add(memory, 0, cosine=cosines.get(memory.id), lexical=lexical.get(memory.id))
+        qn = float(np.linalg.norm(query)) or 1.0
         have = {r.id for r, _ in archived}
         records = await self.store.get_archives(
             namespace, [i for i in missing if i not in found and i not in have]
@@ -415,6 +425,20 @@ class Retriever:
             )
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits
+
+
+def _cosines_of(query: Vector, memories: Iterable[Memory]) -> dict[str, float]:
+    """Raw cosines of memories fetched with their embeddings (which hits never carry,
+    so they are dropped here)."""
+    out: dict[str, float] = {}
+    qn = float(np.linalg.norm(query)) or 1.0
+    for memory in memories:
+        if memory.embedding is None:
+            continue
+        vec = np.asarray(memory.embedding, dtype=np.float32)
+        out[memory.id] = float(np.dot(query, vec) / (qn * (float(np.linalg.norm(vec)) or 1.0)))
+        memory.embedding = None
+    return out
 
 
 def filter_hits(hits: list[Hit], ids: Collection[str]) -> list[Hit]:

@@ -416,6 +416,26 @@ class TestLexicalPruning:
         assert [h.memory.id for h in hits] == ["keep"]
 
 
+class TestCosines:
+    async def test_cosines_by_id_cached_or_not_and_per_namespace(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        """The retriever's cosines for candidates found another way: from the cached
+        rows when loaded, from SQLite otherwise; never another namespace's memory."""
+        await store.put_many(
+            "ns", [memory("a", [3.0, 4.0]), memory("b", [0.0, 2.0], tier=Tier.COLD)]
+        )
+        await store.put_many("other", [memory("o", [1.0, 0.0])])
+        query = np.array([1.0, 0.0], dtype=np.float32)
+        cold = await store.cosines("ns", query, ["a", "b", "o", "missing"])
+        await store.vector_search("ns", query, tiers=LIVE_TIERS, k=5)  # loads the cache
+        warm = await store.cosines("ns", query, ["a", "b", "o", "missing"])
+        for found in (cold, warm):
+            assert set(found) == {"a", "b"}
+            assert found["a"] == pytest.approx(0.6)
+            assert found["b"] == pytest.approx(0.0)
+
+
 class TestVectorCacheConsistency:
     async def test_cache_matches_brute_force_after_random_writes(
         self, store: SQLiteMemoryStore

@@ -169,6 +169,15 @@ class VectorIndex:
             scores[~mask] = -np.inf
         return scores, allowed
 
+    def cosines(self, query: Vector, ids: Iterable[str]) -> dict[str, float]:
+        """Cosine of a unit `query` to the rows of `ids` held here (others are skipped)."""
+        found = [(i, self._pos[i]) for i in ids if i in self._pos]
+        if not found:
+            return {}
+        rows = np.fromiter((r for _, r in found), dtype=np.intp, count=len(found))
+        scores = self._vectors[rows] @ query
+        return {i: float(s) for (i, _), s in zip(found, scores.tolist(), strict=True)}
+
     def best(self, scores: Scores, k: int) -> list[tuple[str, float]]:
         """The k best (id, score) pairs of `scores`, best first (k <= allowed rows)."""
         n = scores.shape[0]
