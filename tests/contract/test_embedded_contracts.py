@@ -25,7 +25,13 @@ from tiered_memory.archives.local import (
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
-from tiered_memory.ports import MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
+from tiered_memory.ports import (
+    AccessRecord,
+    MemoryPatch,
+    MetadataFilter,
+    ScanQuery,
+    SearchFilter,
+)
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.stores.sqlite_query import (
     MAX_QUERY_TERMS,
@@ -434,6 +440,36 @@ class TestCosines:
             assert set(found) == {"a", "b"}
             assert found["a"] == pytest.approx(0.6)
             assert found["b"] == pytest.approx(0.0)
+
+
+class TestUseBookkeeping:
+    async def test_unsynced_writes_restore_full_sync(self, store: SQLiteMemoryStore) -> None:
+        """Use counts commit with synchronous=NORMAL; everything else stays FULL (2),
+        also after a failed bookkeeping write, and inside another transaction."""
+        db = store.database
+
+        def level() -> int:
+            with db.read() as conn:
+                return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+        await store.put_many("ns", [memory("a", [1.0, 0.0])])
+        await store.record_access("ns", [AccessRecord("a", T0)])
+        assert level() == 2
+        seen: list[int] = []
+
+        def fail() -> None:
+            with db.write(fsync=False) as conn:
+                seen.append(int(conn.execute("PRAGMA synchronous").fetchone()[0]))
+                raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            fail()
+        assert seen == [1]
+        assert level() == 2
+        async with store.transaction():
+            await store.record_access("ns", [AccessRecord("a", T0)])
+            assert level() == 2  # the outer commit is a synced one
+        assert (await store.get_many("ns", ["a"]))["a"].use_count == 2
 
 
 class TestVectorCacheConsistency:

@@ -479,7 +479,7 @@ class SQLiteMemoryStore:
         for access in accesses:
             uses.setdefault(access.id, []).append(access.when)
         await self._db.gate()
-        with self._db.write() as conn:
+        with self._db.write(fsync=False) as conn:  # bookkeeping: see SQLiteDatabase.write
             rows = conn.execute(
                 "SELECT id, tier, use_count, last_accessed_at, created_at, use_days, "
                 f"uses_since_cold FROM memories WHERE namespace = ? AND id {IN_JSON}",

@@ -334,26 +334,41 @@ class SQLiteDatabase:
                 raise translate_error(e, self.path) from e
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """An atomic unit: a transaction, or a savepoint inside an open one."""
+    def write(self, *, fsync: bool = True) -> Iterator[sqlite3.Connection]:
+        """An atomic unit: a transaction, or a savepoint inside an open one.
+
+        `fsync=False` is for use bookkeeping only (use counts, co-recall link weights):
+        that transaction commits with `synchronous=NORMAL`, without syncing the WAL, so
+        a recall does not wait for the disk. A process crash still loses nothing; a
+        power cut may lose the latest such commits (never a memory, never an earlier
+        commit: the WAL keeps commits in order, and the next synced commit or
+        checkpoint makes them durable). Inside an open transaction it changes nothing.
+        """
         with self.lock:
             conn = self._connection()
+            relaxed = not fsync and self._depth == 0
             try:
-                self._begin(conn)
-            except sqlite3.Error as e:
-                raise translate_error(e, self.path) from e
-            try:
-                yield conn
-            except BaseException as e:
-                self._rollback(conn)
-                if isinstance(e, sqlite3.Error):
+                if relaxed:  # the safety level cannot change inside a transaction
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    self._begin(conn)
+                except sqlite3.Error as e:
                     raise translate_error(e, self.path) from e
-                raise
-            try:
-                self._commit(conn)
-            except sqlite3.Error as e:
-                self._rollback(conn)
-                raise translate_error(e, self.path) from e
+                try:
+                    yield conn
+                except BaseException as e:
+                    self._rollback(conn)
+                    if isinstance(e, sqlite3.Error):
+                        raise translate_error(e, self.path) from e
+                    raise
+                try:
+                    self._commit(conn)
+                except sqlite3.Error as e:
+                    self._rollback(conn)
+                    raise translate_error(e, self.path) from e
+            finally:
+                if relaxed:
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         # IMMEDIATE takes the write lock up front, so a busy file fails (after the
