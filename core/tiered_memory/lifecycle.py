@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
+import numpy.typing as npt
 
 from . import decay
 from .archive import Archiver
 from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
-from .policy import Policy
+from .policy import DecayPolicy, Policy
 from .ports import (
+    NO_TIME,
     AssociationGraph,
     Embedder,
+    MemoryFacts,
     MemoryPatch,
     MemoryStore,
     ScanQuery,
     Summarizer,
     SummaryRequest,
+    to_micros,
 )
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,39 @@ HOT = frozenset({Tier.HOT})
 WARM = frozenset({Tier.WARM})
 COLD = frozenset({Tier.COLD})
 ACTIVE = frozenset({Tier.HOT, Tier.WARM})
+
+# Page size of the id and column scans: their rows are a few dozen bytes, so large pages
+# keep the number of queries down (consolidation windows keep the archival batch size).
+SCAN_PAGE = 10_000
+_US_PER_DAY = 86_400e6
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+Floats = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+
+
+def _half_lives(facts: MemoryFacts, dp: DecayPolicy) -> Floats:
+    """Effective half-lives in days, `decay.half_life_for` over a column of memories."""
+    base = np.array([dp.half_life_days[t] for t in facts.memory_types], dtype=np.float64)
+    out: Floats = base * np.log2(np.maximum(facts.use_count, 0) + 2.0)
+    return out
+
+
+def _floors(facts: MemoryFacts, dp: DecayPolicy) -> Floats:
+    """`decay.floor_for` over a column: pinned 1.0, core the core floor, else the floor."""
+    core = max(dp.core_floor, dp.floor)
+    out: Floats = np.where(facts.pinned, 1.0, np.where(facts.core, core, dp.floor))
+    return out
+
+
+def _retention(facts: MemoryFacts, now: datetime, dp: DecayPolicy) -> Floats:
+    """`decay.retention` of every memory in `facts` at `now`."""
+    elapsed = (to_micros(now) - facts.last_used_at) / _US_PER_DAY
+    return decay.retention_vector(elapsed, _half_lives(facts, dp), _floors(facts, dp))
+
+
+def _day(micros: int) -> date:
+    return (_EPOCH + timedelta(microseconds=int(micros))).date()
 
 
 class Sweep:
@@ -94,6 +131,30 @@ class Sweep:
                 return
             after = page[-1].id
 
+    async def _ids(self, ns: str, query: ScanQuery) -> list[str]:
+        """Every id matching `query`: for the rules that are pure store-side filters."""
+        out: list[str] = []
+        page_query = replace(query, limit=SCAN_PAGE)
+        while True:
+            page = await self.store.scan_ids(ns, page_query)
+            out.extend(page)
+            if len(page) < SCAN_PAGE:
+                return out
+            page_query = replace(page_query, after_id=page[-1])
+
+    async def _facts(
+        self, ns: str, query: ScanQuery, *, use_days: bool = False
+    ) -> AsyncIterator[MemoryFacts]:
+        """Pages of columns (`query.limit` rows each), paged by id like `_pages`."""
+        page_query = query
+        while True:
+            page = await self.store.scan_facts(ns, page_query, use_days=use_days)
+            if len(page):
+                yield page
+            if len(page) < query.limit:
+                return
+            page_query = replace(page_query, after_id=page.ids[-1])
+
     async def _move(
         self,
         ns: str,
@@ -114,57 +175,84 @@ class Sweep:
 
     async def _hot_expiry(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
         """HOT lasts 72 h: then WARM if it was used or matters, else COLD. Pinned and core
-        memories settle in WARM (they are never sent COLD)."""
+        memories settle in WARM (they are never sent COLD).
+
+        A memory bound for WARM that the next rule (WARM -> COLD) would send on at once
+        goes straight to COLD: the state is the one the two moves leave (tier COLD,
+        cold_since and tier_changed_at `now`), and each row is rewritten once, not
+        twice. The report counts it in both transitions, as the two moves would.
+        """
         tp = self.policy.tiers
-        cutoff = now - tp.hot_ttl
-        base = ScanQuery(tiers=HOT, tier_changed_before=cutoff, limit=self._batch())
-        to_warm: dict[str, None] = {}
-        for keep in (
-            replace(base, used=True),
-            replace(base, importance_at_least=tp.hot_to_warm_min_importance),
-            replace(base, pinned=True),
-            replace(base, core=True),
-        ):
-            async for page in self._pages(ns, keep):
-                to_warm.update(dict.fromkeys(m.id for m in page))
+        expired = ScanQuery(tiers=HOT, tier_changed_before=now - tp.hot_ttl, limit=SCAN_PAGE)
+        to_warm: list[str] = []
         to_cold: list[str] = []
-        async for page in self._pages(ns, base):
-            to_cold.extend(m.id for m in page if m.id not in to_warm)
-        await self._move(ns, list(to_warm), Tier.WARM, now, "hot_to_warm", report)
-        await self._move(ns, to_cold, Tier.COLD, now, "hot_to_cold", report)
+        through_warm: list[str] = []
+        async for page in self._facts(ns, expired):
+            keep = (
+                (page.use_count > 0)
+                | (page.importance >= tp.hot_to_warm_min_importance)
+                | page.pinned
+                | page.core
+            )
+            onward = keep & self._warm_due(page, now)
+            for i, memory_id in enumerate(page.ids):
+                if onward[i]:
+                    through_warm.append(memory_id)
+                else:
+                    (to_warm if keep[i] else to_cold).append(memory_id)
+        await self._move(ns, to_warm, Tier.WARM, now, "hot_to_warm", report)
+        if (to_cold or through_warm) and not report.dry_run:
+            await self.store.set_tier(ns, to_cold + through_warm, Tier.COLD, now)
+        report.add("hot_to_warm", len(through_warm))
+        report.add("hot_to_cold", len(to_cold))
+        report.add("warm_to_cold", len(through_warm))
 
     async def _warm_to_cold(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
         """Unused for 60 days, or at its retention floor for 7 days (a timestamp computed
         from the last use, not a counter kept by the sweep)."""
-        tp, dp = self.policy.tiers, self.policy.decay
-        idle = ScanQuery(
+        q = ScanQuery(
             tiers=WARM,
-            last_used_before=now - tp.warm_idle,
+            last_used_before=now - self._warm_idle_at_least(),
             pinned=False,
             core=False,
-            limit=self._batch(),
+            limit=SCAN_PAGE,
         )
-        ids: dict[str, None] = {}
-        async for page in self._pages(ns, idle):
-            ids.update(dict.fromkeys(m.id for m in page))
+        ids: list[str] = []
+        async for page in self._facts(ns, q):
+            ids.extend(page.ids[i] for i in np.flatnonzero(self._warm_due(page, now)))
+        await self._move(ns, ids, Tier.COLD, now, "warm_to_cold", report)
+
+    def _warm_idle_at_least(self) -> timedelta:
+        """How long any memory the WARM -> COLD rule sends on has gone unused: the store-
+        side bound of its scan (the floor rule needs the shortest half-life's time to
+        the floor plus the dwell)."""
+        tp, dp = self.policy.tiers, self.policy.decay
         shortest = min(dp.half_life_days.values())
         earliest = decay.time_to_floor(shortest, tp.floor_epsilon, dp.floor) + tp.floor_dwell
-        floor_q = replace(idle, last_used_before=now - earliest)
-        async for page in self._pages(ns, floor_q):
-            for m in page:
-                h = decay.half_life_for(m.memory_type, m.use_count, dp)
-                at_floor = m.last_used_at + decay.time_to_floor(
-                    h, tp.floor_epsilon, decay.floor_for(m, dp)
-                )
-                if now - at_floor >= tp.floor_dwell:
-                    ids[m.id] = None
-        await self._move(ns, list(ids), Tier.COLD, now, "warm_to_cold", report)
+        return min(tp.warm_idle, earliest)
+
+    def _warm_due(self, facts: MemoryFacts, now: datetime) -> Bools:
+        """Which of `facts` the WARM -> COLD rule moves at `now` (their tier aside):
+        neither pinned nor core, and unused for `warm_idle`, or at the retention floor
+        (within `floor_epsilon`) for `floor_dwell`: last use + `decay.time_to_floor` +
+        dwell <= now."""
+        tp, dp = self.policy.tiers, self.policy.decay
+        now_us = to_micros(now)
+        idle = facts.last_used_at < to_micros(now - tp.warm_idle)
+        span = 1.0 - _floors(facts, dp)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            days = _half_lives(facts, dp) * np.log2(span / tp.floor_epsilon)
+        days = np.where(span <= tp.floor_epsilon, 0.0, days)
+        # timedelta(days=x) rounds to the microsecond; so does this
+        to_floor = np.rint(days * _US_PER_DAY).astype(np.int64)
+        dwell = tp.floor_dwell // timedelta(microseconds=1)
+        dwelt = now_us - (facts.last_used_at + to_floor) >= dwell
+        due: Bools = ~facts.pinned & ~facts.core & (idle | dwelt)
+        return due
 
     async def _superseded_to_cold(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        q = ScanQuery(tiers=ACTIVE, superseded=True, pinned=False, limit=self._batch())
-        ids: list[str] = []
-        async for page in self._pages(ns, q):
-            ids.extend(m.id for m in page)
+        q = ScanQuery(tiers=ACTIVE, superseded=True, pinned=False)
+        ids = await self._ids(ns, q)
         await self._move(ns, ids, Tier.COLD, now, "superseded_to_cold", report)
 
     async def _cold_to_warm(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
@@ -174,15 +262,17 @@ class Sweep:
             tiers=COLD,
             min_uses_since_cold=tp.reactivate_uses,
             superseded=False,
-            limit=self._batch(),
+            limit=SCAN_PAGE,
         )
         ids: list[str] = []
-        async for page in self._pages(ns, q):
-            for m in page:
-                since = (m.cold_since or m.created_at).date()
-                days = {d for d in m.use_days if d >= since}
+        async for page in self._facts(ns, q, use_days=True):
+            assert page.use_days is not None
+            for i, memory_id in enumerate(page.ids):
+                went_cold = page.cold_since[i]
+                since = _day(page.created_at[i] if went_cold == NO_TIME else went_cold)
+                days = {d for d in page.use_days[i] if d >= since}
                 if len(days) >= tp.reactivate_distinct_days:
-                    ids.append(m.id)
+                    ids.append(memory_id)
         await self._move(ns, ids, Tier.WARM, now, "cold_to_warm", report)
 
     async def _core_promotion(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
@@ -193,16 +283,15 @@ class Sweep:
             core=False,
             superseded=False,
             min_use_count=tp.core_min_uses,
-            limit=self._batch(),
+            limit=SCAN_PAGE,
         )
         ids: list[str] = []
-        async for page in self._pages(ns, q):
-            for m in page:
-                if (
-                    len(set(m.use_days)) >= tp.core_min_distinct_days
-                    and decay.retention(m, now, dp) >= tp.core_min_retention
-                ):
-                    ids.append(m.id)
+        async for page in self._facts(ns, q, use_days=True):
+            assert page.use_days is not None
+            retained = _retention(page, now, dp) >= tp.core_min_retention
+            for i in np.flatnonzero(retained):
+                if len(set(page.use_days[i])) >= tp.core_min_distinct_days:
+                    ids.append(page.ids[i])
         if ids and not report.dry_run:
             await self.store.patch_many(ns, ids, MemoryPatch(core=True, updated_at=now))
         report.add("core_promoted", len(ids))
@@ -224,37 +313,39 @@ class Sweep:
             superseded=False,
             limit=self._batch(),
         )
-        # Page by page, so memory stays bounded (a namespace-wide similarity matrix
-        # would need hundreds of GB at a million memories). Fading memories left
-        # ungrouped are carried into the next page's window, up to half a page.
-        carry: list[Memory] = []
-        async for page in self._pages(ns, q):
-            fading = [
-                m
-                for m in page
-                if m.do_not_inject is False and decay.retention(m, now, dp) < cp.retention_below
-            ]
-            carry = await self._consolidate_window(ns, carry + fading, now, report)
-            carry = carry[-(self._batch() // 2) :]
+        # Window by window, so memory stays bounded (a namespace-wide similarity matrix
+        # would need hundreds of GB at a million memories): each page of candidates (in
+        # id order) is one window. Fading memories left ungrouped are carried into the
+        # next window, up to half a page.
+        # The candidates are read SCAN_PAGE at a time and cut into windows here: paging
+        # the store by window would make it walk the whole bounded range once per window.
+        carry: list[str] = []
+        batch = self._batch()
+        async for page in self._facts(ns, replace(q, limit=SCAN_PAGE)):
+            fading = (~page.do_not_inject) & (_retention(page, now, dp) < cp.retention_below)
+            for start in range(0, len(page), batch):
+                rows = np.flatnonzero(fading[start : start + batch]) + start
+                window = carry + [page.ids[i] for i in rows]
+                carry = await self._consolidate_window(ns, window, now, report)
+                carry = carry[-(batch // 2) :]
 
     async def _consolidate_window(
-        self, ns: str, fading: list[Memory], now: datetime, report: MaintenanceReport
-    ) -> list[Memory]:
+        self, ns: str, fading: list[str], now: datetime, report: MaintenanceReport
+    ) -> list[str]:
         """Merge near-duplicates among `fading`; returns the ones left ungrouped."""
         cp = self.policy.consolidation
         if len(fading) < 2:
             return fading
-        full = await self.store.get_many(ns, [m.id for m in fading], with_embeddings=True)
-        items = [full[m.id] for m in fading if m.id in full and full[m.id].embedding]
+        items, vectors = await self.store.embeddings(ns, fading)
         if len(items) < 2:
             return fading
-        matrix = np.asarray([m.embedding for m in items], dtype=np.float32)
+        matrix = np.array(vectors, dtype=np.float32)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
         sims = matrix @ matrix.T
         np.fill_diagonal(sims, -1.0)
         close = sims >= cp.min_similarity  # sort only what is near, never whole rows
         used: set[int] = set()
-        groups: list[list[Memory]] = []
+        groups: list[list[str]] = []
         rows: list[int] = [int(x) for x in np.flatnonzero(close.any(axis=1))]
         for i in rows:
             if i in used:
@@ -268,12 +359,17 @@ class Sweep:
                 groups.append([items[j] for j in members])
         for group in groups:
             if not report.dry_run:
-                await self._merge(ns, group, now)
+                loaded = await self._members(ns, group)
+                if len(loaded) < 2:  # changed under us since the scan: nothing to merge
+                    continue
+                await self._merge(ns, loaded, now)
             report.add("consolidated", len(group))
-        left = [items[i] for i in range(len(items)) if i not in used]
-        for m in left:
-            m.embedding = None  # carried memories are re-read with vectors next time
-        return left
+        return [items[i] for i in range(len(items)) if i not in used]
+
+    async def _members(self, ns: str, ids: Sequence[str]) -> list[Memory]:
+        """The memories of one consolidation group, in group order."""
+        found = await self.store.get_many(ns, ids)
+        return [found[i] for i in ids if i in found]
 
     async def _merge(self, ns: str, group: list[Memory], now: datetime) -> None:
         joined = "\n".join(m.content for m in group)

@@ -12,13 +12,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from .models import ArchiveRecord, Link, Memory, MemoryType, Neighbor, ObjectInfo, Stats, Tier
+from .models import (
+    ArchiveRecord,
+    Link,
+    Memory,
+    MemoryType,
+    Neighbor,
+    ObjectInfo,
+    Stats,
+    Tier,
+    utc,
+)
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
@@ -70,6 +80,77 @@ class ScanQuery:
     used: bool | None = None  # use_count > 0
     after_id: str | None = None
     limit: int = 500
+
+
+Micros = npt.NDArray[np.int64]  # timestamps: integer microseconds since the Unix epoch, UTC
+NO_TIME = -1  # an unset timestamp (cold_since of a memory that never went COLD) in `Micros`
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """Columns of the memories one scan matched: the fields the sweep's rules compute with.
+
+    The sweep's rules need arithmetic over tens of thousands of memories (retention,
+    time at the retention floor, fading for consolidation); building a full `Memory`
+    (content, metadata, validation) for each cost more than the whole rest of a sweep.
+    Row i of every column describes `ids[i]`; rows are ordered by id.
+    `use_days` is filled only when asked for (`scan_facts(..., use_days=True)`), since
+    it is the one column that needs per-row parsing.
+    """
+
+    ids: list[str]
+    memory_types: list[MemoryType]
+    importance: npt.NDArray[np.float64]
+    use_count: npt.NDArray[np.int64]
+    pinned: npt.NDArray[np.bool_]
+    core: npt.NDArray[np.bool_]
+    do_not_inject: npt.NDArray[np.bool_]
+    created_at: Micros
+    last_used_at: Micros  # coalesce(last_accessed_at, created_at)
+    cold_since: Micros  # NO_TIME when unset
+    use_days: list[list[date]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def empty(cls, *, use_days: bool = False) -> MemoryFacts:
+        return cls.of([], use_days=use_days)
+
+    @classmethod
+    def of(cls, memories: Sequence[Memory], *, use_days: bool = False) -> MemoryFacts:
+        """Facts of memories already loaded: what a backend without a cheaper column
+        read answers with (and what tests compare a backend's answer to)."""
+
+        def micros(values: Sequence[datetime | None]) -> Micros:
+            out: Micros = np.fromiter(
+                (NO_TIME if v is None else to_micros(v) for v in values),
+                dtype=np.int64,
+                count=len(values),
+            )
+            return out
+
+        return cls(
+            ids=[m.id for m in memories],
+            memory_types=[m.memory_type for m in memories],
+            importance=np.array([m.importance for m in memories], dtype=np.float64),
+            use_count=np.array([m.use_count for m in memories], dtype=np.int64),
+            pinned=np.array([m.pinned for m in memories], dtype=np.bool_),
+            core=np.array([m.core for m in memories], dtype=np.bool_),
+            do_not_inject=np.array([m.do_not_inject for m in memories], dtype=np.bool_),
+            created_at=micros([m.created_at for m in memories]),
+            last_used_at=micros([m.last_used_at for m in memories]),
+            cold_since=micros([m.cold_since for m in memories]),
+            use_days=[sorted(set(m.use_days)) for m in memories] if use_days else None,
+        )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def to_micros(when: datetime) -> int:
+    """An aware datetime as integer microseconds since the epoch (exact, ordered)."""
+    return (utc(when) - _EPOCH) // timedelta(microseconds=1)
 
 
 @dataclass
@@ -160,6 +241,21 @@ class MemoryStore(Protocol):
 
     async def scan(self, namespace: str, query: ScanQuery) -> list[Memory]:
         """A page of memories matching store-side filters, ordered by id."""
+
+    async def scan_ids(self, namespace: str, query: ScanQuery) -> list[str]:
+        """The ids `scan` would return for `query` (same filters, order and paging),
+        without reading the memories: the sweep's rules that are pure filters need
+        nothing else."""
+
+    async def scan_facts(
+        self, namespace: str, query: ScanQuery, *, use_days: bool = False
+    ) -> MemoryFacts:
+        """The memories `scan` would return for `query` (same filters, order and
+        paging), as columns: for the rules that compute with every candidate."""
+
+    async def embeddings(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], Matrix]:
+        """The embeddings of the live memories among `ids`: the ids that have one, in the
+        order given, and a float32 matrix with one row each (consolidation's input)."""
 
     async def list_ids(
         self,

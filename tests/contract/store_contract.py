@@ -53,12 +53,15 @@ from tiered_memory.models import (
     Tier,
 )
 from tiered_memory.ports import (
+    NO_TIME,
     AccessRecord,
+    MemoryFacts,
     MemoryPatch,
     MemoryStore,
     MetadataFilter,
     ScanQuery,
     SearchFilter,
+    to_micros,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -876,6 +879,124 @@ class MemoryStoreContract:
             after = page[-1].id
         assert [len(p) for p in pages] == [10, 10, 5]
         assert [i for p in pages for i in p] == [f"p{i:02d}" for i in range(25)]
+
+    # -- the sweep's column reads -----------------------------------------------------------
+
+    @pytest.mark.parametrize(("conditions", "expected"), SCAN_CASES)
+    async def test_scan_ids_answers_what_scan_answers(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        conditions: dict[str, Any],
+        expected: list[str],
+    ) -> None:
+        await self._scan_fixture(store, namespace)
+        query = ScanQuery(**{"tiers": ALL_LIVE, **conditions})
+        assert await store.scan_ids(namespace, query) == expected
+
+    @pytest.mark.parametrize(("conditions", "expected"), SCAN_CASES)
+    async def test_scan_facts_are_the_columns_of_scan(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        conditions: dict[str, Any],
+        expected: list[str],
+    ) -> None:
+        await self._scan_fixture(store, namespace)
+        await store.record_access(
+            namespace, [AccessRecord("s5", T0 + 41 * DAY), AccessRecord("s5", T0 + 43 * DAY)]
+        )
+        query = ScanQuery(**{"tiers": ALL_LIVE, **conditions})
+        for use_days in (False, True):
+            facts = await store.scan_facts(namespace, query, use_days=use_days)
+            want = MemoryFacts.of(await store.scan(namespace, query), use_days=use_days)
+            assert facts.ids == want.ids
+            assert facts.memory_types == want.memory_types
+            for column in (
+                "importance",
+                "use_count",
+                "pinned",
+                "core",
+                "do_not_inject",
+                "created_at",
+                "last_used_at",
+                "cold_since",
+            ):
+                got, wanted = getattr(facts, column), getattr(want, column)
+                assert got.dtype == wanted.dtype, column
+                assert got.tolist() == wanted.tolist(), column
+            assert facts.use_days == want.use_days
+
+    async def test_scan_facts_timestamps_are_exact_microseconds(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        odd = T0 + timedelta(days=3, microseconds=7)
+        await self.put(
+            store,
+            namespace,
+            self.memory("a", created_at=odd, tier=Tier.COLD, cold_since=odd + DAY),
+            self.memory("b", created_at=odd, last_accessed_at=odd + 2 * DAY),
+        )
+        facts = await store.scan_facts(namespace, ScanQuery(tiers=ALL_LIVE))
+        assert facts.ids == ["a", "b"]
+        assert facts.created_at.tolist() == [to_micros(odd)] * 2
+        assert facts.last_used_at.tolist() == [to_micros(odd), to_micros(odd + 2 * DAY)]
+        assert facts.cold_since.tolist() == [to_micros(odd + DAY), NO_TIME]
+
+    async def test_scan_ids_and_facts_page_by_id(self, store: MemoryStore, namespace: str) -> None:
+        await self.put(store, namespace, *(self.memory(f"p{i:02d}") for i in reversed(range(25))))
+        ids: list[str] = []
+        after: str | None = None
+        while True:
+            query = ScanQuery(tiers=ALL_LIVE, after_id=after, limit=10)
+            page = await store.scan_ids(namespace, query)
+            assert (await store.scan_facts(namespace, query)).ids == page
+            if not page:
+                break
+            ids.extend(page)
+            after = page[-1]
+        assert ids == [f"p{i:02d}" for i in range(25)]
+
+    async def test_scan_facts_of_nothing_are_empty_columns(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        facts = await store.scan_facts(namespace, ScanQuery(tiers=ALL_LIVE), use_days=True)
+        assert len(facts) == 0
+        assert facts.ids == []
+        assert facts.use_days == []
+        assert facts.last_used_at.shape == (0,)
+
+    async def test_embeddings_follow_the_order_asked_for(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(
+            store,
+            namespace,
+            self.memory("a", axis=0),
+            self.memory("b", axis=1, embedding=self.vec(1, 2, weights=[0.6, 0.8])),
+            self.memory("c", axis=2, tier=Tier.COLD),
+        )
+        assert await store.archive_many(namespace, [self.record("c", namespace)]) == 1
+        ids, matrix = await store.embeddings(namespace, ["b", "unknown", "a", "c", "b"])
+        assert ids == ["b", "a"]  # archived, unknown and repeated ids are left out
+        assert matrix.dtype == np.float32
+        assert matrix.shape == (2, self.dimension)
+        np.testing.assert_allclose(matrix[0], self.vec(1, 2, weights=[0.6, 0.8]), atol=1e-6)
+        np.testing.assert_allclose(matrix[1], self.vec(0), atol=1e-6)
+        empty_ids, empty = await store.embeddings(namespace, [])
+        assert empty_ids == []
+        assert empty.size == 0
+
+    async def test_sweep_reads_never_cross_namespaces(
+        self, store: MemoryStore, namespace: str, other_namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("x", axis=0))
+        await self.put(store, other_namespace, self.memory("y", axis=1))
+        query = ScanQuery(tiers=ALL_LIVE)
+        assert await store.scan_ids(namespace, query) == ["x"]
+        assert (await store.scan_facts(other_namespace, query)).ids == ["y"]
+        assert (await store.embeddings(namespace, ["x", "y"]))[0] == ["x"]
+        assert (await store.embeddings(other_namespace, ["x", "y"]))[0] == ["y"]
 
     async def test_list_ids_pages_and_filters_tiers(
         self, store: MemoryStore, namespace: str

@@ -74,6 +74,8 @@ from tiered_memory.models import (
 )
 from tiered_memory.ports import (
     AccessRecord,
+    Matrix,
+    MemoryFacts,
     MemoryPatch,
     ScanQuery,
     ScoredArchive,
@@ -138,6 +140,7 @@ from tiered_memory.stores.weaviate_mapping import (
     apply_tier,
     archive_from_properties,
     archive_to_properties,
+    embedding_matrix,
     is_hashed_tenant,
     is_valid_tenant_name,
     memory_from_properties,
@@ -1136,6 +1139,25 @@ class WeaviateMemoryStore:
                 seen.add(m.id)
                 out.append(current)
         return out
+
+    # The sweep's column reads. Weaviate returns whole objects either way, and `scan`
+    # already checks each page against the other collections (`_settle`), so these are
+    # `scan` and `get_many` with the answer reshaped: the sweep's saving on this backend
+    # is in the arithmetic it does on columns, not in the reads.
+
+    async def scan_ids(self, namespace: str, query: ScanQuery) -> list[str]:
+        return [m.id for m in await self.scan(namespace, query)]
+
+    async def scan_facts(
+        self, namespace: str, query: ScanQuery, *, use_days: bool = False
+    ) -> MemoryFacts:
+        return MemoryFacts.of(await self.scan(namespace, query), use_days=use_days)
+
+    async def embeddings(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], Matrix]:
+        if not ids:
+            return embedding_matrix([], {})
+        found = await self.get_many(namespace, _unique(ids), with_embeddings=True)
+        return embedding_matrix(ids, found)
 
     async def list_ids(
         self,

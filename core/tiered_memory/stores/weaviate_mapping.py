@@ -34,9 +34,11 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, Literal
 
+import numpy as np
+
 from tiered_memory.errors import NamespaceError, ValidationError
 from tiered_memory.models import ArchiveRecord, Link, Memory, MemoryType, Tier, utc
-from tiered_memory.ports import AccessRecord, MemoryPatch
+from tiered_memory.ports import AccessRecord, Matrix, MemoryPatch
 from tiered_memory.validation import check_importance
 
 TENANT_MAX_CHARS = 64
@@ -426,3 +428,13 @@ def accesses_by_id(accesses: Sequence[AccessRecord]) -> dict[str, list[datetime]
     for access in accesses:
         out.setdefault(access.id, []).append(utc(access.when))
     return out
+
+
+def embedding_matrix(ids: Sequence[str], found: Mapping[str, Memory]) -> tuple[list[str], Matrix]:
+    """`MemoryStore.embeddings` from memories read with their vectors: the ids of `ids`
+    (first occurrence, in order) that were found with an embedding, and their rows."""
+    order = [i for i in dict.fromkeys(ids) if i in found and found[i].embedding]
+    if not order:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    matrix: Matrix = np.asarray([found[i].embedding for i in order], dtype=np.float32)
+    return order, matrix

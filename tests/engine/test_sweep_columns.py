@@ -1,0 +1,267 @@
+"""The sweep on columns (`scan_facts`, `scan_ids`, `embeddings`) decides what the rules of
+DESIGN.md section 2 decide memory by memory.
+
+A reference written per memory with `decay`'s scalar functions is run against the
+sweep on a random namespace; the vectorised helpers are checked against the same
+scalar functions on generated memories.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiered_memory import (
+    ArchivalPolicy,
+    AsyncTieredMemory,
+    HashingEmbedder,
+    ManualClock,
+    MemoryType,
+    Policy,
+    Tier,
+)
+from tiered_memory import decay as d
+from tiered_memory.lifecycle import _retention
+from tiered_memory.models import Memory
+from tiered_memory.policy import ConsolidationPolicy
+from tiered_memory.ports import MemoryFacts
+
+NOW = datetime(2026, 9, 1, tzinfo=timezone.utc)
+NS = "cols"
+DIM = 16
+NO_CONSOLIDATION = Policy(consolidation=ConsolidationPolicy(enabled=False))
+
+
+def random_memory(rng: random.Random, i: int, dim: int = DIM) -> Memory:
+    created = NOW - timedelta(days=rng.uniform(0, 300))
+    used = rng.random() < 0.5
+    last = created + (NOW - created) * rng.random() if used else None
+    tier = rng.choice([Tier.HOT, Tier.HOT, Tier.WARM, Tier.WARM, Tier.COLD])
+    changed = created + (NOW - created) * rng.random()
+    cold_since = changed if tier is Tier.COLD else None
+    days = sorted({(created + (NOW - created) * rng.random()).date() for _ in range(9)})
+    use_count = rng.choice([0, 1, 3, 9, 20]) if used else 0
+    cold_uses = rng.choice([0, 3, 5]) if tier is Tier.COLD else 0
+    if cold_uses:  # uses while COLD: recent ones, on the days since it went cold
+        last = NOW - timedelta(days=rng.uniform(0, 5))
+        use_count = max(use_count, cold_uses)
+        days = sorted({changed.date(), *(d for d in days if d >= changed.date()), last.date()})
+    vector = [rng.gauss(0, 1) for _ in range(dim)]
+    return Memory(
+        id=f"m{i:04d}",
+        namespace=NS,
+        content=f"memory number {i}",
+        memory_type=rng.choice(list(MemoryType)),
+        tier=tier,
+        importance=rng.choice([0.1, 0.3, 0.4, 0.5, 0.9]),
+        pinned=rng.random() < 0.05,
+        core=rng.random() < 0.05,
+        superseded_by="m0000" if rng.random() < 0.05 and i else None,
+        embedding=vector,
+        created_at=created,
+        updated_at=created,
+        last_accessed_at=last,
+        use_count=use_count,
+        use_days=days[-use_count:] if use_count else [],
+        uses_since_cold=cold_uses,
+        cold_since=cold_since,
+        tier_changed_at=changed,
+    )
+
+
+def reference(memories: list[Memory], policy: Policy) -> tuple[dict[str, Memory], dict[str, int]]:
+    """DESIGN.md section 2, one memory at a time, in the sweep's order (archival aside)."""
+    tp, dp = policy.tiers, policy.decay
+    state = {m.id: m.model_copy(deep=True) for m in memories}
+    moved: dict[str, int] = {}
+
+    def move(m: Memory, tier: Tier, name: str) -> None:
+        moved[name] = moved.get(name, 0) + 1
+        m.tier, m.tier_changed_at = tier, NOW
+        m.cold_since = NOW if tier is Tier.COLD else None
+        if tier is Tier.COLD:
+            m.uses_since_cold = 0
+
+    def warm_due(m: Memory) -> bool:
+        if m.pinned or m.core:
+            return False
+        if m.last_used_at < NOW - tp.warm_idle:
+            return True
+        h = d.half_life_for(m.memory_type, m.use_count, dp)
+        at_floor = m.last_used_at + d.time_to_floor(h, tp.floor_epsilon, d.floor_for(m, dp))
+        return NOW - at_floor >= tp.floor_dwell
+
+    for m in sorted(state.values(), key=lambda m: m.id):
+        if m.tier is Tier.HOT and m.tier_changed_at and m.tier_changed_at < NOW - tp.hot_ttl:
+            keep = m.use_count > 0 or m.importance >= tp.hot_to_warm_min_importance
+            move(
+                m,
+                Tier.WARM if keep or m.pinned or m.core else Tier.COLD,
+                "hot_to_warm" if keep or m.pinned or m.core else "hot_to_cold",
+            )
+    for m in state.values():
+        if m.tier is Tier.WARM and warm_due(m):
+            move(m, Tier.COLD, "warm_to_cold")
+    for m in state.values():
+        if m.tier in (Tier.HOT, Tier.WARM) and m.superseded and not m.pinned:
+            move(m, Tier.COLD, "superseded_to_cold")
+    for m in state.values():
+        if m.tier is Tier.COLD and not m.superseded and m.uses_since_cold >= tp.reactivate_uses:
+            since = (m.cold_since or m.created_at).date()
+            if len({x for x in m.use_days if x >= since}) >= tp.reactivate_distinct_days:
+                move(m, Tier.WARM, "cold_to_warm")
+    for m in state.values():
+        if (
+            m.tier in (Tier.HOT, Tier.WARM)
+            and not m.core
+            and not m.superseded
+            and m.use_count >= tp.core_min_uses
+            and len(set(m.use_days)) >= tp.core_min_distinct_days
+            and d.retention(m, NOW, dp) >= tp.core_min_retention
+        ):
+            m.core = True
+            moved["core_promoted"] = moved.get("core_promoted", 0) + 1
+    return state, moved
+
+
+async def engine(tmp_path: Path, policy: Policy) -> AsyncTieredMemory:
+    return await AsyncTieredMemory.embedded(
+        tmp_path / "m.db", embedder=HashingEmbedder(DIM), clock=ManualClock(NOW), policy=policy
+    )
+
+
+@pytest.fixture
+async def amem(tmp_path: Path) -> AsyncIterator[AsyncTieredMemory]:
+    mem = await engine(tmp_path, NO_CONSOLIDATION)
+    try:
+        yield mem
+    finally:
+        await mem.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_the_sweep_decides_what_the_rules_decide_one_by_one(
+    amem: AsyncTieredMemory, seed: int
+) -> None:
+    rng = random.Random(seed)
+    memories = [random_memory(rng, i) for i in range(400)]
+    await amem.store.put_many(NS, memories)
+    want, moved = reference(memories, NO_CONSOLIDATION)
+
+    dry = await amem.maintain(now=NOW, dry_run=True)
+    for name in ("hot_to_warm", "hot_to_cold", "warm_to_cold"):
+        assert dry.count(name) == moved.get(name, 0), name
+    untouched = await amem.store.get_many(NS, [m.id for m in memories])
+    assert {i: m.tier for i, m in untouched.items()} == {m.id: m.tier for m in memories}
+
+    report = await amem.maintain(now=NOW)
+    assert report.errors == []
+    assert {k: v for k, v in report.moved.items() if k != "cold_to_archived"} == moved
+    got = await amem.store.get_many(NS, [m.id for m in memories])
+    archived = set(got) ^ set(want)
+    assert len(archived) == report.count("cold_to_archived")
+    for memory_id, m in got.items():
+        w = want[memory_id]
+        assert (m.tier, m.core, m.cold_since, m.tier_changed_at) == (
+            w.tier,
+            w.core,
+            w.cold_since,
+            w.tier_changed_at,
+        ), memory_id
+    assert (await amem.maintain(now=NOW)).moved == {}  # idempotent
+
+
+async def test_a_hot_memory_due_to_leave_warm_goes_straight_to_cold(
+    amem: AsyncTieredMemory,
+) -> None:
+    """HOT -> WARM -> COLD in one sweep rewrites the row once; the report shows both."""
+    created = NOW - timedelta(days=90)
+    old = Memory(
+        id="old",
+        namespace=NS,
+        content="important but long unused",
+        importance=0.9,
+        embedding=[1.0] + [0.0] * (DIM - 1),
+        created_at=created,
+        updated_at=created,
+        tier_changed_at=created,
+    )
+    await amem.store.put_many(NS, [old])
+    report = await amem.maintain(now=NOW)
+    assert report.moved == {"hot_to_warm": 1, "warm_to_cold": 1}
+    m = (await amem.store.get_many(NS, ["old"]))["old"]
+    assert (m.tier, m.cold_since, m.tier_changed_at, m.uses_since_cold) == (
+        Tier.COLD,
+        NOW,
+        NOW,
+        0,
+    )
+
+
+async def test_consolidation_windows_carry_ungrouped_memories(tmp_path: Path) -> None:
+    """With windows of 4 candidates, near-duplicates in neighbouring windows still meet:
+    the ungrouped end of one window is carried into the next."""
+    policy = Policy(archival=ArchivalPolicy(batch_size=4))
+    mem = await engine(tmp_path, policy)
+    try:
+        last = NOW - timedelta(days=40)  # episodic, unused: retention 1/16
+        rng = np.random.default_rng(3)
+        base = rng.normal(size=DIM)
+        memories = []
+        for i in range(10):
+            twin = i in (3, 4)  # the end of the first window, the start of the second
+            vector = base + rng.normal(scale=0.01, size=DIM) if twin else rng.normal(size=DIM)
+            memories.append(
+                Memory(
+                    id=f"c{i}",
+                    namespace=NS,
+                    content=f"note {i}",
+                    tier=Tier.WARM,
+                    importance=0.6,
+                    embedding=[float(x) for x in vector],
+                    created_at=last,
+                    updated_at=last,
+                    tier_changed_at=NOW - timedelta(days=1),
+                )
+            )
+        await mem.store.put_many(NS, memories)
+        report = await mem.maintain(now=NOW)
+        assert report.count("consolidated") == 2
+        twins = await mem.store.get_many(NS, ["c3", "c4"])
+        assert twins["c3"].superseded_by == twins["c4"].superseded_by is not None
+        assert (await mem.maintain(now=NOW)).count("consolidated") == 0
+    finally:
+        await mem.close()
+
+
+@st.composite
+def memories(draw: st.DrawFn) -> Memory:
+    created = NOW - timedelta(seconds=draw(st.integers(0, 400 * 86_400)))
+    gap = draw(st.none() | st.integers(0, 400 * 86_400))
+    return Memory(
+        content="x",
+        memory_type=draw(st.sampled_from(list(MemoryType))),
+        pinned=draw(st.booleans()),
+        core=draw(st.booleans()),
+        use_count=draw(st.integers(0, 100)),
+        created_at=created,
+        updated_at=created,
+        last_accessed_at=None if gap is None else created + timedelta(seconds=gap),
+        use_days=[date(2026, 1, 1)],
+    )
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(memories(), min_size=1, max_size=30))
+def test_column_retention_is_the_scalar_retention(batch: list[Memory]) -> None:
+    dp = Policy().decay
+    got = _retention(MemoryFacts.of(batch), NOW, dp)
+    want = [d.retention(m, NOW, dp) for m in batch]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
