@@ -166,3 +166,18 @@ def test_property_summary_is_made_of_the_original_and_bounded(
         or any(s.startswith(summary) for s in sentences)  # one oversized sentence, cut
     )
     assert summarize(text, max_chars=160) == summary
+
+
+def test_a_summary_is_shorter_than_its_memory() -> None:
+    """Over `keep_chars`, a summary takes at most `ratio` of the memory: it is what
+    stays in the database once the memory is archived, the original is kept whole."""
+    one_sentence = "Ava " + "and Marco planned the Oslo launch for the spring " * 4 + "today."
+    summary = summarize(one_sentence)
+    assert len(summary) <= max(120, int(0.6 * len(one_sentence)))
+    assert one_sentence.startswith(summary)
+    short = "Ava's school play is on the 12th of June, and she will be a tree in it."
+    assert summarize(short) == short  # up to keep_chars: its own summary
+    assert summarize(one_sentence, keep_chars=1000, ratio=1.0) == one_sentence
+    assert len(ExtractiveSummarizer(keep_chars=60, ratio=0.3).summarize_text(MEETING)) <= 111
+    with pytest.raises(ConfigurationError):
+        ExtractiveSummarizer(ratio=0.0)

@@ -59,16 +59,39 @@ class ExtractiveSummarizer:
     """Keeps the 2-3 most informative sentences of a memory, verbatim and in order.
 
     Deterministic and free, so it is the embedded default and the fallback when the
-    LLM summariser is unavailable. Memories that already fit are returned whole.
+    LLM summariser is unavailable.
+
+    A summary is at most `ratio` of its memory's length (and at most `max_chars`):
+    it is what stays in the database once the memory is archived, and a "summary" as
+    long as the memory would save nothing (the original is kept whole in object
+    storage). Memories up to `keep_chars` are short enough to be their own summary
+    and are returned whole; a single sentence over the budget keeps its opening words.
     """
 
-    def __init__(self, *, max_sentences: int = 3, max_chars: int = 480) -> None:
+    def __init__(
+        self,
+        *,
+        max_sentences: int = 3,
+        max_chars: int = 480,
+        keep_chars: int = 120,
+        ratio: float = 0.6,
+    ) -> None:
         if max_sentences < 1:
             raise ConfigurationError("max_sentences must be at least 1")
         if max_chars < 40:
             raise ConfigurationError("max_chars must be at least 40 (a summary needs a sentence)")
+        if keep_chars < 0:
+            raise ConfigurationError("keep_chars must be >= 0")
+        if not 0.0 < ratio <= 1.0:
+            raise ConfigurationError("ratio must be in (0, 1]: a summary is not longer")
         self.max_sentences = max_sentences
         self.max_chars = max_chars
+        self.keep_chars = min(keep_chars, max_chars)  # max_chars caps every summary
+        self.ratio = ratio
+
+    def budget(self, length: int) -> int:
+        """The characters a summary of a `length`-character memory may take."""
+        return min(self.max_chars, max(self.keep_chars, int(length * self.ratio)))
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         return Summary(
@@ -79,7 +102,8 @@ class ExtractiveSummarizer:
         """The summary as plain text; the async port method only wraps this."""
         text = content.strip()
         sentences = split_sentences(text)
-        if len(text) <= self.max_chars and len(sentences) <= self.max_sentences:
+        budget = self.budget(len(text))
+        if len(text) <= budget and len(sentences) <= self.max_sentences:
             return text
         if not sentences:
             return ""
@@ -92,12 +116,12 @@ class ExtractiveSummarizer:
             if len(chosen) == self.max_sentences:
                 break
             cost = len(sentence.text) + (1 if chosen else 0)
-            if used + cost <= self.max_chars:
+            if used + cost <= budget:
                 chosen.append(sentence)
                 used += cost
         if not chosen:
             # Even the best sentence is longer than the cap: keep its opening words.
-            return _cut_at_word(ranked[0].text, self.max_chars)
+            return _cut_at_word(ranked[0].text, budget)
         return _join(s.text for s in sorted(chosen, key=lambda s: s.position))
 
 
