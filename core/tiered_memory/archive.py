@@ -10,6 +10,7 @@ fully ARCHIVED with a verified original; never lost, never both.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import logging
@@ -17,6 +18,8 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
+
+import numpy as np
 
 from . import validation
 from .errors import (
@@ -39,7 +42,13 @@ from .ports import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+# 1: the seed-001 format, the embedding as JSON numbers (twice: top level and memory).
+# 2: the embedding once, as base64 of little-endian float32 (float64 when a value is not
+#    a float32), and `memory` without the fields kept at the top level: 3 KB instead of
+#    18 KB for a 384-d memory. Both are read; `decode_document` returns the same shape.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
+_DTYPES = {"float32-le": "<f4", "float64-le": "<f8"}
 T = TypeVar("T")
 
 # The seed-001 prompt, used for cost estimates here and by the Claude summariser.
@@ -51,14 +60,16 @@ SUMMARY_OUTPUT_TOKENS = 80
 def original_document(
     memory: Memory, links: Sequence[Link], *, archived_at: datetime, reason: str
 ) -> dict[str, Any]:
-    """The seed-001 object format, plus the full memory so a restore loses nothing."""
-    full = memory.model_dump(mode="json")
-    return {
+    """The seed-001 object format, plus the full memory so a restore loses nothing.
+
+    The embedding is stored once, exactly, as base64 (`encode_embedding`); the memory's
+    content sits at the top level only."""
+    full = memory.model_dump(mode="json", exclude={"embedding", "content"})
+    document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "original_id": memory.id,
         "namespace": memory.namespace,
         "content": memory.content,
-        "embedding": memory.embedding,
         "entity_links": [link.target for link in links],
         "links": [link.model_dump(mode="json") for link in links],
         "metadata": {
@@ -72,6 +83,34 @@ def original_document(
         "archive_reason": reason,
         "memory": full,
     }
+    if memory.embedding is not None:
+        document["embedding_encoding"], document["embedding_base64"] = encode_embedding(
+            memory.embedding
+        )
+    return document
+
+
+def encode_embedding(values: Sequence[float]) -> tuple[str, str]:
+    """(encoding, base64 text) of a vector, bit-exact: float32 when every value is one
+    (what the stores hold), float64 otherwise."""
+    wide = np.asarray(values, dtype="<f8")
+    narrow = wide.astype("<f4")
+    if np.array_equal(narrow.astype("<f8"), wide):  # (-0.0 keeps its sign either way)
+        return "float32-le", base64.b64encode(narrow.tobytes()).decode("ascii")
+    return "float64-le", base64.b64encode(wide.tobytes()).decode("ascii")
+
+
+def decode_embedding(encoding: Any, text: Any) -> list[float]:
+    dtype = _DTYPES.get(encoding) if isinstance(encoding, str) else None
+    if dtype is None or not isinstance(text, str):
+        raise ArchiveIntegrityError(f"archived original has an unknown embedding {encoding!r}")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+        vector = np.frombuffer(raw, dtype=dtype)
+    except ValueError as e:
+        raise ArchiveIntegrityError(f"archived original has a corrupt embedding: {e}") from e
+    out: list[float] = vector.astype(np.float64).tolist()
+    return out
 
 
 def encode_document(document: dict[str, Any]) -> bytes:
@@ -83,14 +122,17 @@ def sha256_hex(data: bytes) -> str:
 
 
 def decode_document(data: bytes, *, expected_id: str | None = None) -> dict[str, Any]:
-    """Parse and sanity-check an archived original; corrupt data is a typed error."""
+    """Parse and sanity-check an archived original; corrupt data is a typed error.
+
+    Either version comes back in one shape: `embedding` a list of floats (or None) and
+    `memory` the whole memory, embedding and content included."""
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ArchiveIntegrityError(f"archived original is not valid JSON: {e}") from e
     except RecursionError as e:  # e.g. "[[[[...": no original of ours nests that deep
         raise ArchiveIntegrityError("archived original is nested too deeply") from e
-    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(document, dict) or document.get("schema_version") not in READABLE_VERSIONS:
         raise ArchiveIntegrityError("archived original has an unknown schema_version")
     if expected_id is not None and document.get("original_id") != expected_id:
         raise ArchiveIntegrityError(
@@ -98,7 +140,27 @@ def decode_document(data: bytes, *, expected_id: str | None = None) -> dict[str,
         )
     if not isinstance(document.get("content"), str) or not isinstance(document.get("memory"), dict):
         raise ArchiveIntegrityError("archived original lacks its content")
+    if document["schema_version"] >= 2:
+        embedding = None
+        if "embedding_base64" in document:
+            embedding = decode_embedding(
+                document.pop("embedding_encoding", None), document.pop("embedding_base64")
+            )
+        document["embedding"] = embedding
+        document["memory"] = {
+            **document["memory"],
+            "content": document["content"],
+            "embedding": embedding,
+        }
     return document
+
+
+def document_links(document: dict[str, Any]) -> list[Link]:
+    """The links an original was archived with (its graph links at the time)."""
+    try:
+        return [Link.model_validate(x) for x in document.get("links") or []]
+    except (TypeError, ValueError) as e:
+        raise ArchiveIntegrityError(f"archived original has malformed links: {e}") from e
 
 
 def memory_from_document(document: dict[str, Any]) -> Memory:
@@ -194,7 +256,9 @@ class Archiver:
             importance=memory.importance,
             source=memory.source,
             metadata=memory.metadata,
-            links=list(links),
+            # The links live in the verified original (restore re-creates them from
+            # there), not in the record: a record stays a few hundred bytes however
+            # linked its memory was.
             storage_ref=self.objects.ref(ns, memory_id),
             size_bytes=len(data),
             checksum=checksum,
@@ -227,7 +291,7 @@ class Archiver:
             if await self.objects.head(ns, memory_id) is None:
                 return links
             document = decode_document(await self.objects.get(ns, memory_id), expected_id=memory_id)
-            previous = [Link.model_validate(x) for x in document.get("links", [])]
+            previous = document_links(document)
         except (TieredMemoryError, OSError, TypeError, ValueError):
             return links  # unreadable: the put below replaces it with a good original
         return previous
@@ -286,39 +350,53 @@ class Archiver:
             ) from e
 
     async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
-        """Bring archived memories back to WARM from their originals (seed-001 rollback)."""
+        """Bring archived memories back to WARM from their originals (seed-001 rollback).
+
+        Links are re-created once all of `ids` are back, so a link between two memories
+        restored together survives whichever of them comes first."""
         records = await self.store.get_archives(ns, list(ids))
         restored = 0
-        for memory_id, record in records.items():
-            data = await self._original(ns, memory_id)
-            if sha256_hex(data) != record.checksum:
-                raise ArchiveIntegrityError(
-                    f"the stored original of {memory_id!r} does not match its archive record"
-                )
-            document = decode_document(data, expected_id=memory_id)
-            memory = memory_from_document(document)
-            memory.namespace = ns
-            memory.tier = Tier.WARM
-            memory.cold_since = None
-            memory.uses_since_cold = 0
-            memory.tier_changed_at = now
-            memory.last_accessed_at = now  # a restore is a use: it starts decaying afresh
-            memory.updated_at = now
-            await self.store.unarchive_many(ns, [memory])
-            if record.links:
-                live = await self.store.get_many(ns, [link.target for link in record.links])
-                keep = [link for link in record.links if link.target in live]
-                if keep:
-                    try:
-                        await self.graph.upsert_links(ns, keep)
-                    except Exception as e:
-                        log.warning("links of restored %r not re-created: %s", memory_id, e)
-            try:
-                await self.objects.delete(ns, memory_id)
-            except Exception as e:  # an orphan original is harmless; a lost memory is not
-                log.warning("original of restored %r left in object storage: %s", memory_id, e)
-            restored += 1
+        pending: list[Link] = []
+        try:
+            for memory_id, record in records.items():
+                data = await self._original(ns, memory_id)
+                if sha256_hex(data) != record.checksum:
+                    raise ArchiveIntegrityError(
+                        f"the stored original of {memory_id!r} does not match its archive record"
+                    )
+                document = decode_document(data, expected_id=memory_id)
+                memory = memory_from_document(document)
+                memory.namespace = ns
+                memory.tier = Tier.WARM
+                memory.cold_since = None
+                memory.uses_since_cold = 0
+                memory.tier_changed_at = now
+                memory.last_accessed_at = now  # a restore is a use: it starts decaying afresh
+                memory.updated_at = now
+                await self.store.unarchive_many(ns, [memory])
+                # Records archived before the links moved to the original carry them.
+                pending.extend(document_links(document) or record.links)
+                try:
+                    await self.objects.delete(ns, memory_id)
+                except Exception as e:  # an orphan original is harmless; a lost memory is not
+                    log.warning("original of restored %r left in object storage: %s", memory_id, e)
+                restored += 1
+        finally:
+            await self._relink(ns, pending)
         return restored
+
+    async def _relink(self, ns: str, links: list[Link]) -> None:
+        """Re-create the links of restored memories whose both ends are live."""
+        if not links:
+            return
+        try:
+            ends = sorted({link.target for link in links} | {link.source for link in links})
+            live = await self.store.get_many(ns, ends)
+            keep = [link for link in links if link.target in live and link.source in live]
+            if keep:
+                await self.graph.upsert_links(ns, keep)
+        except Exception as e:  # the memories are back; only their associations are not
+            log.warning("links of %d restored memories not re-created: %s", len(links), e)
 
 
 def _domain(memory: Memory) -> str | None:

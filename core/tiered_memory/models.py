@@ -149,6 +149,11 @@ class ArchiveRecord(BaseModel):
     """What stays searchable once a memory is archived: a summary and a pointer.
 
     The id is the original memory's id, so an id stays valid across every tier.
+    A store may keep `summary_embedding` quantised (the SQLite store keeps a ternary
+    code) and hand back an approximation: it only ranks summaries; the original,
+    embedding included, is exact in object storage and verified by `checksum`.
+    `links` are kept by the original since format 2 (restore re-creates them from
+    there); records archived earlier, or imported, may carry them here.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -23,7 +23,7 @@ from tiered_memory import (
     TieredMemory,
     TieredMemoryError,
 )
-from tiered_memory.archive import decode_document, sha256_hex
+from tiered_memory.archive import decode_document, document_links, sha256_hex
 
 NS = "sim"
 
@@ -107,7 +107,9 @@ def test_a_year_in_the_life_of_one_namespace(mem: TieredMemory, clock: ManualClo
 
     original = mem.expand(important.id, namespace=NS)
     assert original["content"] == "The user is allergic to penicillin"
-    assert original["schema_version"] == 1
+    assert original["schema_version"] == 2
+    assert len(original["embedding"]) == 384  # decoded from its compact form
+    assert original["memory"]["embedding"] == original["embedding"]
     assert original["original_id"] == important.id
     assert original["archive_reason"] == "cold_ttl_expired"
     assert tier_of(mem, important.id) is Tier.ARCHIVED
@@ -237,11 +239,16 @@ async def _failure_scenario(
         assert decode_document(data)["content"] == m.content
         assert record.storage_verified
         assert await amem.store.get_many(NS, [m.id]) == {}
-    records = await amem.store.get_archives(NS, [a.id, b.id])
-    kept = {(r.id, link.target) for r in records.values() for link in r.links}
-    assert kept  # the association survives in the archive records
+    kept = {
+        (m.id, link.target)
+        for m in (a, b)
+        for link in document_links(decode_document(await amem.objects.get(NS, m.id)))
+    }
+    assert kept  # the association survives in the verified originals
     assert kept <= {(a.id, b.id), (b.id, a.id)}
     assert await amem.graph.links_of(NS, [a.id, b.id]) == []  # and none left dangling
+    assert await amem.restore_archive([a.id, b.id], namespace=NS) == 2
+    assert await amem.links(a.id, namespace=NS)  # restored from the originals
 
 
 async def test_archival_pauses_when_more_than_5_percent_fail(
