@@ -442,6 +442,37 @@ class TestCosines:
             assert found["b"] == pytest.approx(0.0)
 
 
+class TestRowMapping:
+    async def test_rows_become_the_memories_validation_would_build(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        """Rows are mapped without validation; the result must not differ from a
+        validated Memory in any field, type or dump."""
+        stored = memory(
+            "a",
+            [0.5, 0.25],
+            tier=Tier.COLD,
+            importance=0.7,
+            pinned=True,
+            metadata={"k": [1, "x"]},
+            consolidated_from=["p", "q"],
+            cold_since=T0,
+            tier_changed_at=T0,
+        )
+        await store.put_many("ns", [stored, memory("b", [1.0, 0.0])])
+        await store.record_access("ns", [AccessRecord("a", T0)])
+        for with_embeddings in (False, True):
+            for got in (
+                await store.get_many("ns", ["a", "b"], with_embeddings=with_embeddings)
+            ).values():
+                again = Memory.model_validate(got.model_dump())
+                assert got == again
+                assert got.model_dump_json() == again.model_dump_json()
+                assert got.model_fields_set == again.model_fields_set
+                for name in Memory.model_fields:
+                    assert type(getattr(got, name)) is type(getattr(again, name)), name
+
+
 class TestUseBookkeeping:
     async def test_unsynced_writes_restore_full_sync(self, store: SQLiteMemoryStore) -> None:
         """Use counts commit with synchronous=NORMAL; everything else stays FULL (2),

@@ -190,15 +190,9 @@ class SQLiteAssociationGraph:
         if not keys:
             return
         at = to_us_or_none(when)
+        kind = LinkKind.CO_RECALLED.value
         params = [
-            {
-                "ns": ns,
-                "source": s,
-                "target": t,
-                "delta": float(delta),
-                "kind": LinkKind.CO_RECALLED.value,
-                "at": at,
-            }
+            {"ns": ns, "source": s, "target": t, "delta": float(delta), "kind": kind, "at": at}
             for a, b in keys
             for s, t in ((a, b), (b, a))
         ]

@@ -32,8 +32,38 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
-SCHEMA_VERSION = 1
+from .sqlite_archives import migrate_v1
+
+# 1: archive records as pydantic JSON with a float32 summary embedding.
+# 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
+SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
+
+# One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
+# ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
+# `storage_ref` and `archive_reason` have no declared type: an integer is a key of
+# `archives_strings`, text a value kept as it is.
+_ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        summary_code BLOB,
+        memory_type INTEGER NOT NULL,
+        importance REAL NOT NULL,
+        source TEXT,
+        metadata TEXT,
+        links TEXT,
+        storage_ref,
+        size_bytes INTEGER NOT NULL,
+        checksum,
+        storage_verified INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        archived_at INTEGER NOT NULL,
+        archive_reason,
+        use_count INTEGER NOT NULL,
+        expansions TEXT,
+        PRIMARY KEY (namespace, id)
+    ) WITHOUT ROWID"""
 MMAP_BYTES = 1 << 30  # address space only: pages are mapped as they are read
 
 _SCHEMA = [
@@ -98,16 +128,11 @@ _SCHEMA = [
         VALUES ('delete', old.pk, old.content);
         INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
     END""",
-    # The record is pydantic JSON (without namespace and embedding), so new optional
-    # fields need no migration.
-    """CREATE TABLE IF NOT EXISTS archives (
+    _ARCHIVES,
+    # Strings many archive records share: storage templates and archive reasons.
+    """CREATE TABLE IF NOT EXISTS archives_strings (
         pk INTEGER PRIMARY KEY,
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        summary_embedding BLOB,
-        record TEXT NOT NULL,
-        archived_at INTEGER NOT NULL,
-        UNIQUE (namespace, id)
+        value TEXT NOT NULL UNIQUE
     )""",
     # Associations: both directions are stored as rows, so a node's links are one
     # prefix of the primary key whichever side it was linked from.
@@ -283,15 +308,18 @@ class SQLiteDatabase:
             for statement in _SCHEMA:
                 conn.execute(statement)
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise ConfigurationError(
                     f"{path} has schema version {row[0]}, newer than this library's "
                     f"{SCHEMA_VERSION}; upgrade tiered-memory"
+                )
+            if row is not None and int(row[0]) < 2:
+                migrate_v1(conn, _ARCHIVES)
+            if row is None or int(row[0]) < SCHEMA_VERSION:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
                 )
             conn.execute("COMMIT")
         except BaseException:
