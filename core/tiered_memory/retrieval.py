@@ -381,7 +381,7 @@ class Retriever:
             ret = decay.retention_from_recency(r, decay.floor_for(m, dp))
             freq = decay.frequency(m.use_count, dp.frequency_saturation)
             score, factor = final_score(relevance[i], ret, freq, m.tier, sp)
-            terms = ScoreTerms.model_construct(  # floats computed here: nothing to validate
+            terms = ScoreTerms(
                 cosine=cand.cosine or 0.0,
                 vector=nv[i],
                 lexical=nl[i],
@@ -399,9 +399,7 @@ class Retriever:
             via_graph = bool(cand.graph) and not self._is_found(cand, plan.weights)
             phase = 2 if via_graph else cand.phase
             hits.append(
-                Hit.model_construct(
-                    memory=m, tier=m.tier, score=score, terms=terms, phase=phase, via=cand.via
-                )
+                Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=phase, via=cand.via)
             )
         for j, (record, cosine) in enumerate(archived):
             i = live_n + j
