@@ -33,6 +33,7 @@ from tiered_memory.ports import (
     SearchFilter,
 )
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.stores.sqlite_archives import fidelity_of
 from tiered_memory.stores.sqlite_query import (
     MAX_QUERY_TERMS,
     fts_match,
@@ -585,16 +586,27 @@ class TestVectorCacheConsistency:
         assert [h.score for h in got] == pytest.approx([s for s, _ in expected], abs=1e-5)
         archive_hits = await store.search_archives(ns, q, k=3)
         records = await store.scan_archives(ns, limit=10_000)
+        # Archive scores are calibrated: cosine to the stored code / the code's fidelity.
+        with store.database.read() as conn:
+            fidelity = {
+                row[0]: fidelity_of(row[1], dim)
+                for row in conn.execute(
+                    "SELECT id, summary_code FROM archives WHERE namespace = ?", (ns,)
+                )
+            }
         oracle = sorted(
             (
-                float(np.dot(qn, v) / np.linalg.norm(v)),
+                float(np.dot(qn, v) / np.linalg.norm(v)) / fidelity[r.id],
                 r.id,
             )
             for r in records
             for v in [np.asarray(r.summary_embedding, dtype=np.float32)]
         )
-        best = [rid for _, rid in sorted(oracle, key=lambda t: (-t[0], t[1]))[:3]]
-        assert [h.record.id for h in archive_hits] == best
+        best = sorted(oracle, key=lambda t: (-t[0], t[1]))[:3]
+        assert [h.record.id for h in archive_hits] == [rid for _, rid in best]
+        assert [h.score for h in archive_hits] == pytest.approx(
+            [max(-1.0, min(1.0, s)) for s, _ in best], abs=1e-4
+        )
 
 
 class TestVectorCacheLifetime:

@@ -35,12 +35,10 @@ import numpy as np
 from tiered_memory.errors import (
     DimensionMismatchError,
     NamespaceError,
-    NotFoundError,
     ValidationError,
 )
 from tiered_memory.models import (
     LIVE_TIERS,
-    ArchiveRecord,
     Memory,
     MemoryType,
     Stats,
@@ -54,13 +52,13 @@ from tiered_memory.ports import (
     Matrix,
     MemoryPatch,
     ScanQuery,
-    ScoredArchive,
     ScoredMemory,
     SearchFilter,
     Vector,
 )
 from tiered_memory.validation import check_id, check_importance, check_k, check_vector
 
+from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
 from .sqlite_query import (
     EPOCH,
     IN_JSON,
@@ -101,12 +99,10 @@ _FIELDS = (
 )
 _INSERT = f"INSERT INTO memories ({_FIELDS}) VALUES ({placeholders(_FIELDS.count(',') + 1)})"
 _CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, memory_type"
-_ARCHIVE_KEY = "archived"  # cache partition of a namespace's archive records
 DEFAULT_CACHE_ROWS = 2_000_000
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
-# the rarest query words are used, as many as fit under this many matches. On LoCoMo
-# (1,200 turns) a cap of 1,000 ranks exactly as no cap; 300 and 100 rank slightly better.
-DEFAULT_LEXICAL_ROWS = 1_000
+# the rarest query words are used, as many as fit under this many matches.
+DEFAULT_LEXICAL_ROWS = 2_000
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
@@ -208,7 +204,7 @@ def _use_days(days: Iterable[date], keep: int) -> str:
     return json.dumps([d.isoformat() for d in sorted(set(days))[-keep:]])
 
 
-class SQLiteMemoryStore(SQLiteSweepMixin):
+class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
     """MemoryStore over one SQLite file. Build it with `await SQLiteMemoryStore.open(path)`."""
 
     def __init__(
@@ -393,8 +389,12 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
                     f"ids already exist in namespace {ns!r}: {sorted(taken)[:5]} "
                     "(ids are unique across live and archived memories)"
                 )
-            conn.executemany(_INSERT, rows)
+            self._insert_memories(conn, rows)
             self._refresh(conn, ns, ids)
+
+    def _insert_memories(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores)."""
+        conn.executemany(_INSERT, rows)
 
     @staticmethod
     def _existing(conn: sqlite3.Connection, table: str, ns: str, ids: Sequence[str]) -> set[str]:
@@ -558,16 +558,10 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
         blobs: list[bytes] = []
         flags: list[int] = []
         types: list[int] = []
-        if part == _ARCHIVE_KEY:
-            cursor = conn.execute(
-                "SELECT id, summary_embedding FROM archives "
-                "WHERE namespace = ? AND summary_embedding IS NOT NULL",
-                (ns,),
-            )
-            for row in cursor:
-                ids.append(row[0])
-                blobs.append(row[1])
-            flags = types = [0] * len(ids)
+        if part == ARCHIVE_KEY:  # quantised codes (sqlite_archives)
+            index = self._archive_index(conn, ns, dim)
+            self._cache.put(key, index)
+            return index
         else:
             cursor = conn.execute(
                 f"SELECT {_CACHE_COLUMNS} FROM memories "
@@ -602,7 +596,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
                 for memory_id in ids:
                     index.remove(memory_id)
         wanted = json_list(ids)
-        if any(part != _ARCHIVE_KEY for part in indexes):
+        if any(part != ARCHIVE_KEY for part in indexes):
             for row in conn.execute(
                 f"SELECT {_CACHE_COLUMNS} FROM memories WHERE namespace = ? AND id {IN_JSON} "
                 "AND embedding IS NOT NULL",
@@ -620,14 +614,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
                         ),
                         TYPE_CODES[MemoryType(row["memory_type"])],
                     )
-        archive = indexes.get(_ARCHIVE_KEY)
+        archive = indexes.get(ARCHIVE_KEY)
         if archive is not None:
-            for row in conn.execute(
-                f"SELECT id, summary_embedding FROM archives WHERE namespace = ? AND id {IN_JSON} "
-                "AND summary_embedding IS NOT NULL",
-                (ns, wanted),
-            ):
-                archive.add(row[0], _from_blob(row[1]))
+            self._refresh_archive_index(conn, ns, archive, ids)
 
     def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
         vector = check_vector(query, None, what="query vector")
@@ -1040,8 +1029,10 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
                 (ns,),
             ).fetchall()
             archived = conn.execute(
-                "SELECT count(*), sum(length(CAST(record AS BLOB)) "
-                "+ coalesce(length(summary_embedding), 0)) FROM archives WHERE namespace = ?",
+                "SELECT count(*), sum(length(CAST(summary AS BLOB)) "
+                "+ coalesce(length(summary_code), 0) + length(checksum) "
+                "+ coalesce(length(CAST(metadata AS BLOB)), 0) "
+                "+ coalesce(length(CAST(links AS BLOB)), 0)) FROM archives WHERE namespace = ?",
                 (ns,),
             ).fetchone()
         pinned = core = forgotten = 0
@@ -1061,168 +1052,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin):
             ).fetchall()
         return [row[0] for row in rows]
 
-    # -- archive records -----------------------------------------------------------------
-
-    @staticmethod
-    def _archive_row(ns: str, record: ArchiveRecord) -> tuple[Any, ...]:
-        check_id(record.id)
-        vector = (
-            None
-            if record.summary_embedding is None
-            else check_vector(record.summary_embedding, None, what="summary embedding")
-        )
-        body = record.model_dump_json(exclude={"namespace", "summary_embedding"})
-        return (
-            ns,
-            record.id,
-            None if vector is None else _blob(vector),
-            body,
-            to_us(record.archived_at),
-        )
-
-    def _records_dimension(self, records: Sequence[ArchiveRecord]) -> int | None:
-        return self._batch_dimension(
-            None if r.summary_embedding is None else np.asarray(r.summary_embedding)
-            for r in records
-        )
-
-    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
-        """One transaction: each record replaces its live memory. A record whose memory is
-        not live (already archived, or gone) is skipped, so reruns are no-ops."""
-        ns = _check_namespace(namespace)
-        if not records:
-            return 0
-        ids = [r.id for r in records]
-        if len(set(ids)) != len(ids):
-            raise ValidationError("a batch of archive records repeats an id")
-        rows = {r.id: self._archive_row(ns, r) for r in records}
-        dimension = self._records_dimension(records)
-        await self._db.gate()
-        with self._db.write() as conn:
-            self._fix_dimension(conn, dimension)
-            live = self._existing(conn, "memories", ns, ids)
-            moving = [i for i in ids if i in live]
-            if not moving:
-                return 0
-            conn.executemany(
-                "INSERT INTO archives (namespace, id, summary_embedding, record, archived_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO UPDATE SET "
-                "summary_embedding = excluded.summary_embedding, record = excluded.record, "
-                "archived_at = excluded.archived_at",
-                [rows[i] for i in moving],
-            )
-            conn.execute(
-                f"DELETE FROM memories WHERE namespace = ? AND id {IN_JSON}",
-                (ns, json_list(moving)),
-            )
-            self._refresh(conn, ns, moving)
-        return len(moving)
-
-    async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
-        ns = _check_namespace(namespace)
-        if not ids:
-            return {}
-        await self._db.gate()
-        with self._db.read() as conn:
-            return self._get_archives(conn, ns, ids)
-
-    @staticmethod
-    def _get_archives(
-        conn: sqlite3.Connection, ns: str, ids: Sequence[str]
-    ) -> dict[str, ArchiveRecord]:
-        rows = conn.execute(
-            "SELECT namespace, id, summary_embedding, record FROM archives "
-            f"WHERE namespace = ? AND id {IN_JSON}",
-            (ns, json_list(ids)),
-        ).fetchall()
-        return {row["id"]: _archive(row) for row in rows}
-
-    async def search_archives(
-        self, namespace: str, query: Vector, *, k: int
-    ) -> list[ScoredArchive]:
-        ns = _check_namespace(namespace)
-        check_k(k)
-        await self._db.gate()
-        with self._db.read() as conn:
-            prepared = self._query_vector(conn, query)
-            if prepared is None:
-                return []
-            q, dim = prepared
-            self._sync_cache(conn)
-            best = self._index(conn, ns, _ARCHIVE_KEY, dim).top_k(q, k)
-            found = self._get_archives(conn, ns, [i for i, _ in best])
-        return [ScoredArchive(found[i], score) for i, score in best if i in found]
-
-    async def update_archive(self, namespace: str, record: ArchiveRecord) -> None:
-        ns = _check_namespace(namespace)
-        row = self._archive_row(ns, record)
-        dimension = self._records_dimension([record])
-        await self._db.gate()
-        with self._db.write() as conn:
-            self._fix_dimension(conn, dimension)
-            changed = conn.execute(
-                "UPDATE archives SET summary_embedding = ?, record = ?, archived_at = ? "
-                "WHERE namespace = ? AND id = ?",
-                (row[2], row[3], row[4], ns, record.id),
-            ).rowcount
-            if not changed:
-                raise NotFoundError(
-                    f"no archive record {record.id!r} in namespace {ns!r}; "
-                    "archive_many creates records"
-                )
-            self._refresh(conn, ns, [record.id])
-
-    async def unarchive_many(self, namespace: str, memories: Sequence[Memory]) -> int:
-        """One transaction: each memory replaces its archive record. A memory without an
-        archive record is skipped, so reruns are no-ops; an embedding is optional here."""
-        ns = _check_namespace(namespace)
-        if not memories:
-            return 0
-        rows, dimension = self._prepare(ns, memories, need_embedding=False)
-        ids = [m.id for m in memories]
-        await self._db.gate()
-        with self._db.write() as conn:
-            self._fix_dimension(conn, dimension)
-            archived = self._existing(conn, "archives", ns, ids)
-            live = self._existing(conn, "memories", ns, ids)
-            inserts = [
-                row for row, i in zip(rows, ids, strict=True) if i in archived and i not in live
-            ]
-            conn.executemany(_INSERT, inserts)
-            conn.execute(
-                f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
-                (ns, json_list(archived)),
-            )
-            self._refresh(conn, ns, sorted(archived))
-        return len(archived)
-
-    async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
-        ns = _check_namespace(namespace)
-        if not ids:
-            return 0
-        await self._db.gate()
-        with self._db.write() as conn:
-            cur = conn.execute(
-                f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
-                (ns, json_list(list(ids))),
-            )
-            return int(cur.rowcount)
-
-    async def scan_archives(
-        self, namespace: str, *, after_id: str | None = None, limit: int = 500
-    ) -> list[ArchiveRecord]:
-        ns = _check_namespace(namespace)
-        check_k(limit, "limit")
-        after = "" if after_id is None else " AND id > ?"
-        params: tuple[Any, ...] = (ns,) if after_id is None else (ns, after_id)
-        await self._db.gate()
-        with self._db.read() as conn:
-            rows = conn.execute(
-                "SELECT namespace, id, summary_embedding, record FROM archives "
-                f"WHERE namespace = ?{after} ORDER BY id LIMIT ?",
-                (*params, limit),
-            ).fetchall()
-        return [_archive(row) for row in rows]
+    # -- archive records: SQLiteArchiveMixin (sqlite_archives) ---------------------------
 
     # -- housekeeping --------------------------------------------------------------------
 
