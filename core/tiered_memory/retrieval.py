@@ -244,7 +244,7 @@ class Retriever:
     ) -> None:
         rp = self.policy.retrieval
         # Only real hits seed the walk: neighbours of noise are noise.
-        found = [c for c in pool.by_id.values() if self._is_found(c, plan.weights)]
+        found = [c for c in pool.by_id.values() if self._is_related(c, plan.weights)]
         ranked = sorted(
             found,
             key=lambda c: (c.cosine or 0.0) + (c.lexical or 0.0) * 1e-3,
@@ -294,10 +294,16 @@ class Retriever:
     def _found(self, pool: CandidatePool, weights: FusionWeights) -> int:
         """Hits that count as 'found' for the phase rules: close enough in meaning, or
         (when the caller turned vectors off) matched lexically."""
-        return sum(1 for c in pool.by_id.values() if self._is_found(c, weights))
-
-    def _is_found(self, c: Candidate, weights: FusionWeights) -> bool:
         threshold = self.policy.retrieval.relevance_threshold
+        return sum(1 for c in pool.by_id.values() if self._is_found(c, weights, threshold))
+
+    def _is_related(self, c: Candidate, weights: FusionWeights) -> bool:
+        """Related enough to seed the graph walk, or to count as found on its own merits
+        rather than through an association; a lower bar than 'found'."""
+        return self._is_found(c, weights, self.policy.retrieval.seed_threshold)
+
+    @staticmethod
+    def _is_found(c: Candidate, weights: FusionWeights, threshold: float) -> bool:
         return (c.cosine is not None and c.cosine >= threshold) or bool(
             weights.vector == 0 and c.lexical
         )
@@ -396,7 +402,7 @@ class Retriever:
             )
             # Reached through an association: linked, and not found on its own merits.
             # (Direct searches of small tiers return every row, related or not.)
-            via_graph = bool(cand.graph) and not self._is_found(cand, plan.weights)
+            via_graph = bool(cand.graph) and not self._is_related(cand, plan.weights)
             phase = 2 if via_graph else cand.phase
             hits.append(
                 Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=phase, via=cand.via)

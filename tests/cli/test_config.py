@@ -22,6 +22,7 @@ from tiered_memory.config import (
     parse_duration,
 )
 from tiered_memory.errors import MissingDependencyError, ValidationError
+from tiered_memory.policy import Policy
 
 
 def _toml(tmp_path: Path, text: str) -> Path:
@@ -35,7 +36,7 @@ def test_defaults_are_the_policy_defaults(tmp_path: Path) -> None:
     assert s.store.backend == "sqlite"
     assert (s.graph.backend, s.objects.backend) == ("sqlite", "local")
     assert (s.summarizer.backend, s.embedder.backend) == ("extractive", "hashing")
-    assert s.policy.budget.hot == 0.45
+    assert s.policy == Policy()
     assert s.namespace == "default"
     assert s.resolved_db_path() == tmp_path / "xdg-data" / "tiered-memory" / "memory.db"
 

@@ -54,7 +54,7 @@ def test_bad_weights_are_typed_errors(bad: dict[str, float]) -> None:
 
 
 def test_final_score_formula_and_tier_factors() -> None:
-    w = ScoringWeights()
+    w = ScoringWeights(relevance=0.5, retention=0.3, frequency=0.2)  # DESIGN.md's first
     score, factor = final_score(0.8, 0.5, 0.25, Tier.WARM, w)
     assert factor == 1.0
     assert score == pytest.approx(0.5 * 0.8 + 0.3 * 0.5 + 0.2 * 0.25)
@@ -73,3 +73,13 @@ def test_noise_floor_drops_near_nothing_but_keeps_real_evidence() -> None:
     assert not passes_noise_floor(0.01, 0.05, None, 0.05, 0.2)  # stopword-only match
     assert passes_noise_floor(0.01, None, 0.3, 0.05, 0.2)  # an association
     assert not passes_noise_floor(None, 0.0, 0.0, 0.05, 0.2)
+
+
+def test_tuned_defaults_let_relevance_decide() -> None:
+    # LoCoMo dev split: freshness breaks ties, use acts through the tiers instead
+    w = ScoringWeights()
+    assert (w.relevance, w.retention, w.frequency) == (0.95, 0.05, 0.0)
+    relevant_but_old, _ = final_score(0.9, 0.0, 0.0, Tier.WARM, w)
+    fresh_small_talk, _ = final_score(0.6, 1.0, 1.0, Tier.HOT, w)
+    assert relevant_but_old > fresh_small_talk
+    assert final_score(0.8, 1.0, 0.0, Tier.WARM, w)[0] > final_score(0.8, 0.0, 0.0, Tier.WARM, w)[0]
