@@ -404,6 +404,22 @@ class TestLexicalPruning:
         finally:
             await store.close()
 
+    async def test_remembered_frequencies_follow_the_store(self, tmp_path: Path) -> None:
+        """Frequencies are remembered between searches, but counted again once more
+        than a tenth of the cap of rows were added: a word that became common is
+        dropped like any other."""
+        store = await self._capped(tmp_path)
+        try:
+            hits = await store.lexical_search("ns", "zanzibar", tiers=LIVE_TIERS, k=50)
+            assert len(hits) == 2
+            await store.put_many(
+                "ns",
+                [memory(f"z{i}", [1.0, 0.0], content=f"zanzibar {i}") for i in range(25)],
+            )
+            assert await store.lexical_search("ns", "zanzibar", tiers=LIVE_TIERS, k=50) == []
+        finally:
+            await store.close()
+
     async def test_ties_across_a_batch_boundary_order_by_id(self, store: SQLiteMemoryStore) -> None:
         """Equal BM25 scores come back by id, even when they span the rows fetched at once."""
         texts = {f"t{i:02d}": "same words here" for i in range(40)}

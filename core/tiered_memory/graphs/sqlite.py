@@ -12,6 +12,7 @@ with a window function, so ties resolve the same way every time.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -37,9 +38,14 @@ ON CONFLICT (namespace, source, target) DO UPDATE SET
     weight = max(links.weight, excluded.weight)
 """
 
+# One statement for all pairs (a JSON list of [source, target]): a 20-item recall
+# strengthens 190 links, 380 rows, and per-row executemany calls cost ~40 % more.
+# (`WHERE true` lets SQLite parse the upsert after a SELECT.)
 _STRENGTHEN = """
 INSERT INTO links (namespace, source, target, weight, kind, created_at, updated_at)
-VALUES (:ns, :source, :target, min(1.0, :delta), :kind, :at, :at)
+SELECT :ns, json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]'),
+       min(1.0, :delta), :kind, :at, :at
+FROM json_each(:pairs) AS p WHERE true
 ON CONFLICT (namespace, source, target) DO UPDATE SET
     weight = min(1.0, links.weight + :delta),
     updated_at = :at
@@ -189,18 +195,18 @@ class SQLiteAssociationGraph:
         keys = list(dict.fromkeys(_pairs(pairs)))
         if not keys:
             return
-        at = to_us_or_none(when)
-        kind = LinkKind.CO_RECALLED.value
-        params = [
-            {"ns": ns, "source": s, "target": t, "delta": float(delta), "kind": kind, "at": at}
-            for a, b in keys
-            for s, t in ((a, b), (b, a))
-        ]
+        params = {
+            "ns": ns,
+            "pairs": json.dumps([p for a, b in keys for p in ((a, b), (b, a))]),
+            "delta": float(delta),
+            "kind": LinkKind.CO_RECALLED.value,
+            "at": to_us_or_none(when),
+        }
         await self._db.gate()
         # Co-recall strengthening is use bookkeeping (every recall does it): committed
         # without waiting for the disk, see SQLiteDatabase.write.
         with self._db.write(fsync=False) as conn:
-            conn.executemany(_STRENGTHEN, params)
+            conn.execute(_STRENGTHEN, params)
 
     async def neighbors(
         self,

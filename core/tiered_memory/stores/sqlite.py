@@ -104,6 +104,7 @@ DEFAULT_CACHE_ROWS = 2_000_000
 # the rarest query words are used, as many as fit under this many matches. On LoCoMo
 # (1,200 turns) a cap of 1,000 ranks exactly as no cap; 300 and 100 rank slightly better.
 DEFAULT_LEXICAL_ROWS = 1_000
+_FREQUENCIES_KEPT = 50_000  # document frequencies remembered (index form -> count)
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
@@ -219,6 +220,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
     ) -> None:
         self._db = database
         self._lexical_rows = lexical_rows
+        # index form -> (document frequency up to the cap, max(pk) when counted)
+        self._frequencies: dict[str, tuple[int, int]] = {}
         self._owns_database = owns_database
         self._use_days_kept = use_days_kept
         self._cache = VectorCache(cache_rows)
@@ -862,7 +865,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             else:
                 scored = self._lexical_scores(conn, match)
             found: list[tuple[float, sqlite3.Row]] = []
-            start, batch = 0, max(2 * k, 32)
+            start, batch = 0, k
             while start < len(scored) and len(found) < k:
                 end = min(len(scored), start + batch)
                 while end < len(scored) and scored[end][1] == scored[end - 1][1]:
@@ -890,17 +893,11 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         still ranks everything).
         """
         cap = self._lexical_rows
-        counted: dict[str, int] = {}
-        frequency: dict[str, int] = {}
-        for term in terms:
-            form = index_form(term)
-            if form not in counted:
-                counted[form] = self._document_frequency(conn, term, cap + 1)
-            frequency[term] = counted[form]
+        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
+        frequency = {term: self._frequency(conn, term, rows) for term in terms}
         matching = [t for t in terms if frequency[t] > 0]
         if not matching:
             return None
-        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
         if rows <= cap:  # a small index bounds the work by itself: score every word
             total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
             informative = [t for t in matching if 2 * frequency[t] < total]
@@ -913,6 +910,24 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             kept.append(term)
             budget -= frequency[term]
         return fts_match_terms(kept)
+
+    def _frequency(self, conn: sqlite3.Connection, term: str, rows: int) -> int:
+        """`term`'s document frequency up to the cap, remembered while at most a tenth of
+        the cap of rows were added since it was counted (`rows` is max(pk), which only
+        inserts move): a query's common words then cost a dict lookup, not a count of
+        up to `lexical_rows` postings each. A small store always counts afresh, since
+        there the exact frequencies decide which words are dropped."""
+        cap = self._lexical_rows
+        form = index_form(term)
+        known = self._frequencies.get(form)
+        if rows > cap and known is not None and 0 <= rows - known[1] <= cap // 10:
+            return known[0]
+        count = self._document_frequency(conn, term, cap + 1)
+        if rows > cap:
+            if len(self._frequencies) >= _FREQUENCIES_KEPT:
+                self._frequencies.clear()
+            self._frequencies[form] = (count, rows)
+        return count
 
     @staticmethod
     def _document_frequency(conn: sqlite3.Connection, term: str, limit: int) -> int:
