@@ -105,6 +105,17 @@ async def check_store(
             "ON a.namespace = m.namespace AND a.id = m.id"
         ).fetchall()
         assert not both, f"live and archived at once: {[tuple(r) for r in both][:5]}"
+        # schema 3: a memory and its vector are written and deleted in one transaction
+        orphans = conn.execute(
+            "SELECT count(*) FROM memory_vectors AS v "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories AS m WHERE m.pk = v.pk)"
+        ).fetchone()[0]
+        assert orphans == 0, f"{orphans} vectors without their memory"
+        bare = conn.execute(
+            "SELECT m.namespace, m.id FROM memories AS m "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_vectors AS v WHERE v.pk = m.pk)"
+        ).fetchall()
+        assert not bare, f"memories without their vector: {[tuple(r) for r in bare][:5]}"
         link_rows = {
             (r[0], r[1], r[2])
             for r in conn.execute("SELECT namespace, source, target FROM links").fetchall()

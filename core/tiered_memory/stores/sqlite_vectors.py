@@ -85,6 +85,11 @@ class VectorIndex:
     def size(self) -> int:
         return len(self._ids)
 
+    @property
+    def ids(self) -> Sequence[str]:
+        """The ids of the rows, in row order (read-only: do not modify)."""
+        return self._ids
+
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._pos
 
@@ -112,6 +117,49 @@ class VectorIndex:
             self._ids[i] = moved
             self._pos[moved] = i
         self._ids.pop()
+
+    def take(self, ids: Iterable[str]) -> VectorIndex:
+        """Remove the rows of `ids` held here and return them as a new index.
+
+        For bulk tier moves: the rows are already unit length, so moving them costs
+        two numpy copies, not a SQLite read and a normalisation each. The rows left
+        keep their order (a compaction, unlike `remove`'s swap with the last row).
+        """
+        rows = sorted({self._pos[i] for i in ids if i in self._pos})
+        n = self.size
+        taken = VectorIndex(self.dimension, capacity=len(rows))
+        if not rows:
+            return taken
+        picked = np.asarray(rows, dtype=np.intp)
+        keep: Mask = np.ones(n, dtype=np.bool_)
+        keep[picked] = False
+        m = len(rows)
+        taken._vectors[:m] = self._vectors[picked]
+        taken._flags[:m] = self._flags[picked]
+        taken._types[:m] = self._types[picked]
+        taken._ids = [self._ids[r] for r in rows]
+        taken._pos = {memory_id: j for j, memory_id in enumerate(taken._ids)}
+        left = n - m
+        self._vectors[:left] = self._vectors[:n][keep]
+        self._flags[:left] = self._flags[:n][keep]
+        self._types[:left] = self._types[:n][keep]
+        self._ids = [memory_id for memory_id, k in zip(self._ids, keep.tolist(), strict=True) if k]
+        self._pos = {memory_id: j for j, memory_id in enumerate(self._ids)}
+        return taken
+
+    def extend(self, other: VectorIndex) -> None:
+        """Append every row of `other` (unit rows, as `take` returns them)."""
+        for memory_id in other._ids:
+            self.remove(memory_id)
+        m = other.size
+        while self.size + m > self._vectors.shape[0]:
+            self._grow()
+        start = self.size
+        self._vectors[start : start + m] = other._vectors[:m]
+        self._flags[start : start + m] = other._flags[:m]
+        self._types[start : start + m] = other._types[:m]
+        self._ids.extend(other._ids)
+        self._pos.update((memory_id, start + j) for j, memory_id in enumerate(other._ids))
 
     def _grow(self) -> None:
         capacity = self._vectors.shape[0] * 2
