@@ -420,6 +420,27 @@ class TestLexicalPruning:
         finally:
             await store.close()
 
+    async def test_reused_scores_see_every_write(self, tmp_path: Path) -> None:
+        """The BM25 scores of the last words are reused only while nothing changed,
+        whether this store or another connection to the file wrote."""
+        path = tmp_path / "shared.db"
+        store = await SQLiteMemoryStore.open(path)
+        other = await SQLiteMemoryStore.open(path)
+        try:
+            await store.put_many("ns", [memory("a", [1.0, 0.0], content="quokka one")])
+            await store.put_many("ns", [memory("x", [1.0, 0.0], content="unrelated")])
+            assert len(await store.lexical_search("ns", "quokka", tiers=LIVE_TIERS, k=9)) == 1
+            await store.put_many("ns", [memory("b", [1.0, 0.0], content="quokka two")])
+            assert len(await store.lexical_search("ns", "quokka", tiers=LIVE_TIERS, k=9)) == 2
+            await other.put_many("ns", [memory("c", [1.0, 0.0], content="quokka three")])
+            hits = await store.lexical_search("ns", "quokka", tiers=LIVE_TIERS, k=9)
+            assert {h.memory.id for h in hits} == {"a", "b", "c"}
+            cold = await store.lexical_search("ns", "quokka", tiers=frozenset({Tier.COLD}), k=9)
+            assert cold == []
+        finally:
+            await other.close()
+            await store.close()
+
     async def test_ties_across_a_batch_boundary_order_by_id(self, store: SQLiteMemoryStore) -> None:
         """Equal BM25 scores come back by id, even when they span the rows fetched at once."""
         texts = {f"t{i:02d}": "same words here" for i in range(40)}

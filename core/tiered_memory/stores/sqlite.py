@@ -97,41 +97,24 @@ _FIELDS = (
     "last_accessed_at, last_used_at, use_count, use_days, uses_since_cold, cold_since, "
     "tier_changed_at"
 )
-# `_memory_row` builds rows in `_FIELDS` order; the embedding (position _EMBEDDING) goes
-# to `memory_vectors` (schema 3), the other columns to `memories`.
-_EMBEDDING = [n.strip() for n in _FIELDS.split(",")].index("embedding")
-_ROW_FIELDS = _FIELDS.replace(" embedding,", "")
-_INSERT = (
-    f"INSERT INTO memories ({_ROW_FIELDS}) VALUES ({placeholders(_ROW_FIELDS.count(',') + 1)})"
-)
-_INSERT_VECTOR = (
-    "INSERT INTO memory_vectors (pk, embedding) "
-    "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
-)
-# `_CACHE_FROM` joins each memory to its vector: memories without one are left out.
-_CACHE_COLUMNS = (
-    "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
-)
-_CACHE_FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
+_INSERT = f"INSERT INTO memories ({_FIELDS}) VALUES ({placeholders(_FIELDS.count(',') + 1)})"
+_CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, memory_type"
 DEFAULT_CACHE_ROWS = 2_000_000
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
 # the rarest query words are used, as many as fit under this many matches. On LoCoMo
 # (1,200 turns) a cap of 1,000 ranks exactly as no cap; 300 and 100 rank slightly better.
 DEFAULT_LEXICAL_ROWS = 1_000
+_FREQUENCIES_KEPT = 50_000  # document frequencies remembered (index form -> count)
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
 
 
 def _columns(alias: str, with_embeddings: bool) -> str:
-    """The `_FIELDS` of `alias`; the embedding is `v.embedding` (join `_VECTOR_JOIN`)."""
     names = [n.strip() for n in _FIELDS.split(",")]
     if not with_embeddings:
         names.remove("embedding")
-    return ", ".join("v.embedding" if n == "embedding" else f"{alias}.{n}" for n in names)
-
-
-_VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
+    return ", ".join(f"{alias}.{n}" for n in names)
 
 
 def _blob(vector: Vector) -> bytes:
@@ -237,6 +220,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
     ) -> None:
         self._db = database
         self._lexical_rows = lexical_rows
+        # index form -> (document frequency up to the cap, max(pk) when counted)
+        self._frequencies: dict[str, tuple[int, int]] = {}
+        self._last_scores: tuple[tuple[str, int, int], list[tuple[int, float]]] | None = None
         self._owns_database = owns_database
         self._use_days_kept = use_days_kept
         self._cache = VectorCache(cache_rows)
@@ -412,15 +398,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             self._refresh(conn, ns, ids)
 
     def _insert_memories(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores).
-
-        Each memory and its vector go in the caller's transaction, so a crash keeps
-        both or neither (docs/durability.md).
-        """
-        conn.executemany(_INSERT, [r[:_EMBEDDING] + r[_EMBEDDING + 1 :] for r in rows])
-        conn.executemany(
-            _INSERT_VECTOR, [(r[_EMBEDDING], r[0], r[1]) for r in rows if r[_EMBEDDING] is not None]
-        )
+        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores)."""
+        conn.executemany(_INSERT, rows)
 
     @staticmethod
     def _existing(conn: sqlite3.Connection, table: str, ns: str, ids: Sequence[str]) -> set[str]:
@@ -442,8 +421,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         conn: sqlite3.Connection, ns: str, ids: Sequence[str], with_embeddings: bool
     ) -> dict[str, Memory]:
         sql = (
-            f"SELECT {_columns('m', with_embeddings)} FROM memories AS m"
-            f"{_VECTOR_JOIN if with_embeddings else ''} "
+            f"SELECT {_columns('m', with_embeddings)} FROM memories AS m "
             f"WHERE m.namespace = ? AND m.id {IN_JSON}"
         )
         rows = conn.execute(sql, (ns, json_list(ids))).fetchall()
@@ -591,7 +569,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             return index
         else:
             cursor = conn.execute(
-                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} WHERE m.namespace = ? AND m.tier = ?",
+                f"SELECT {_CACHE_COLUMNS} FROM memories "
+                "WHERE namespace = ? AND tier = ? AND embedding IS NOT NULL",
                 (ns, part),
             )
             for row in cursor:
@@ -624,8 +603,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         wanted = json_list(ids)
         if any(part != ARCHIVE_KEY for part in indexes):
             for row in conn.execute(
-                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} "
-                f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                f"SELECT {_CACHE_COLUMNS} FROM memories WHERE namespace = ? AND id {IN_JSON} "
+                "AND embedding IS NOT NULL",
                 (ns, wanted),
             ):
                 target = indexes.get(row["tier"])
@@ -703,8 +682,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             missing = [i for i in ids if i not in out]
             if missing:
                 for row in conn.execute(
-                    f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
-                    f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                    f"SELECT id, embedding FROM memories WHERE namespace = ? AND id {IN_JSON} "
+                    "AND embedding IS NOT NULL",
                     (ns, json_list(missing)),
                 ):
                     out[row[0]] = float(unit(_from_blob(row[1])) @ q)
@@ -879,6 +858,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         )
         await self._db.gate()
         with self._db.read() as conn:
+            if not self._any_in(conn, ns, parts):
+                return []  # e.g. the COLD phase of a store without COLD memories
             match = self._lexical_match(conn, terms)
             if match is None:
                 scored = []
@@ -887,7 +868,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             else:
                 scored = self._lexical_scores(conn, match)
             found: list[tuple[float, sqlite3.Row]] = []
-            start, batch = 0, max(2 * k, 32)
+            start, batch = 0, k
             while start < len(scored) and len(found) < k:
                 end = min(len(scored), start + batch)
                 while end < len(scored) and scored[end][1] == scored[end - 1][1]:
@@ -915,17 +896,11 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         still ranks everything).
         """
         cap = self._lexical_rows
-        counted: dict[str, int] = {}
-        frequency: dict[str, int] = {}
-        for term in terms:
-            form = index_form(term)
-            if form not in counted:
-                counted[form] = self._document_frequency(conn, term, cap + 1)
-            frequency[term] = counted[form]
+        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
+        frequency = {term: self._frequency(conn, term, rows) for term in terms}
         matching = [t for t in terms if frequency[t] > 0]
         if not matching:
             return None
-        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
         if rows <= cap:  # a small index bounds the work by itself: score every word
             total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
             informative = [t for t in matching if 2 * frequency[t] < total]
@@ -938,6 +913,24 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             kept.append(term)
             budget -= frequency[term]
         return fts_match_terms(kept)
+
+    def _frequency(self, conn: sqlite3.Connection, term: str, rows: int) -> int:
+        """`term`'s document frequency up to the cap, remembered while at most a tenth of
+        the cap of rows were added since it was counted (`rows` is max(pk), which only
+        inserts move): a query's common words then cost a dict lookup, not a count of
+        up to `lexical_rows` postings each. A small store always counts afresh, since
+        there the exact frequencies decide which words are dropped."""
+        cap = self._lexical_rows
+        form = index_form(term)
+        known = self._frequencies.get(form)
+        if rows > cap and known is not None and 0 <= rows - known[1] <= cap // 10:
+            return known[0]
+        count = self._document_frequency(conn, term, cap + 1)
+        if rows > cap:
+            if len(self._frequencies) >= _FREQUENCIES_KEPT:
+                self._frequencies.clear()
+            self._frequencies[form] = (count, rows)
+        return count
 
     @staticmethod
     def _document_frequency(conn: sqlite3.Connection, term: str, limit: int) -> int:
@@ -952,19 +945,39 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         )
 
     @staticmethod
-    def _lexical_scores(conn: sqlite3.Connection, match: str) -> list[tuple[int, float]]:
+    def _any_in(conn: sqlite3.Connection, ns: str, parts: Sequence[str]) -> bool:
+        """Whether the namespace has a memory in these tiers (one index probe)."""
+        return any(
+            conn.execute(
+                "SELECT 1 FROM memories WHERE namespace = ? AND tier = ? LIMIT 1", (ns, part)
+            ).fetchone()
+            for part in parts
+        )
+
+    def _lexical_scores(self, conn: sqlite3.Connection, match: str) -> list[tuple[int, float]]:
         """(pk, BM25) of every text matching `match`, best first, before any filter.
 
         Scoring runs on the FTS index alone: joined to `memories`, SQLite computes
         BM25 and reads the row for every match, which costs several times more than
-        checking the namespace and filters of the few best rows afterwards.
+        checking the namespace and filters of the few best rows afterwards. The last
+        result is reused while nothing was written (this connection's change count
+        and `PRAGMA data_version` for other connections unchanged): a search that
+        reaches the COLD phase asks for the same words again.
         """
+        key = (
+            match,
+            conn.total_changes,
+            int(conn.execute("PRAGMA data_version").fetchone()[0]),
+        )
+        if self._last_scores is not None and self._last_scores[0] == key:
+            return self._last_scores[1]
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
             (match,),
         ).fetchall()
         scored = [(int(pk), float(score)) for pk, score in rows]
         scored.sort(key=lambda pair: -pair[1])
+        self._last_scores = (key, scored)
         return scored
 
     @staticmethod
@@ -1047,11 +1060,11 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         await self._db.gate()
         with self._db.read() as conn:
             rows = conn.execute(
-                "SELECT m.tier, count(*), "
-                "sum(length(CAST(m.content AS BLOB)) + coalesce(length(v.embedding), 0) "
-                "+ length(CAST(m.metadata AS BLOB))), "
-                "sum(m.pinned), sum(m.core), sum(m.do_not_inject) "
-                f"FROM memories AS m{_VECTOR_JOIN} WHERE m.namespace = ? GROUP BY m.tier",
+                "SELECT tier, count(*), "
+                "sum(length(CAST(content AS BLOB)) + coalesce(length(embedding), 0) "
+                "+ length(CAST(metadata AS BLOB))), "
+                "sum(pinned), sum(core), sum(do_not_inject) "
+                "FROM memories WHERE namespace = ? GROUP BY tier",
                 (ns,),
             ).fetchall()
             archived = conn.execute(
@@ -1091,7 +1104,6 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         with self._db.write() as conn:
             if namespace is None:
                 conn.execute("DELETE FROM memories")
-                conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 self._cache.clear()
