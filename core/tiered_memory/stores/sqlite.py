@@ -97,8 +97,22 @@ _FIELDS = (
     "last_accessed_at, last_used_at, use_count, use_days, uses_since_cold, cold_since, "
     "tier_changed_at"
 )
-_INSERT = f"INSERT INTO memories ({_FIELDS}) VALUES ({placeholders(_FIELDS.count(',') + 1)})"
-_CACHE_COLUMNS = "id, tier, embedding, do_not_inject, superseded_by, pinned, memory_type"
+# `_memory_row` builds rows in `_FIELDS` order; the embedding (position _EMBEDDING) goes
+# to `memory_vectors` (schema 3), the other columns to `memories`.
+_EMBEDDING = [n.strip() for n in _FIELDS.split(",")].index("embedding")
+_ROW_FIELDS = _FIELDS.replace(" embedding,", "")
+_INSERT = (
+    f"INSERT INTO memories ({_ROW_FIELDS}) VALUES ({placeholders(_ROW_FIELDS.count(',') + 1)})"
+)
+_INSERT_VECTOR = (
+    "INSERT INTO memory_vectors (pk, embedding) "
+    "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
+)
+# `_CACHE_FROM` joins each memory to its vector: memories without one are left out.
+_CACHE_COLUMNS = (
+    "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
+)
+_CACHE_FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
 DEFAULT_CACHE_ROWS = 2_000_000
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
 # the rarest query words are used, as many as fit under this many matches. On LoCoMo
@@ -111,10 +125,14 @@ _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds th
 
 
 def _columns(alias: str, with_embeddings: bool) -> str:
+    """The `_FIELDS` of `alias`; the embedding is `v.embedding` (join `_VECTOR_JOIN`)."""
     names = [n.strip() for n in _FIELDS.split(",")]
     if not with_embeddings:
         names.remove("embedding")
-    return ", ".join(f"{alias}.{n}" for n in names)
+    return ", ".join("v.embedding" if n == "embedding" else f"{alias}.{n}" for n in names)
+
+
+_VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
 
 
 def _blob(vector: Vector) -> bytes:
@@ -398,8 +416,15 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             self._refresh(conn, ns, ids)
 
     def _insert_memories(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores)."""
-        conn.executemany(_INSERT, rows)
+        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores).
+
+        Each memory and its vector go in the caller's transaction, so a crash keeps
+        both or neither (docs/durability.md).
+        """
+        conn.executemany(_INSERT, [r[:_EMBEDDING] + r[_EMBEDDING + 1 :] for r in rows])
+        conn.executemany(
+            _INSERT_VECTOR, [(r[_EMBEDDING], r[0], r[1]) for r in rows if r[_EMBEDDING] is not None]
+        )
 
     @staticmethod
     def _existing(conn: sqlite3.Connection, table: str, ns: str, ids: Sequence[str]) -> set[str]:
@@ -421,7 +446,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         conn: sqlite3.Connection, ns: str, ids: Sequence[str], with_embeddings: bool
     ) -> dict[str, Memory]:
         sql = (
-            f"SELECT {_columns('m', with_embeddings)} FROM memories AS m "
+            f"SELECT {_columns('m', with_embeddings)} FROM memories AS m"
+            f"{_VECTOR_JOIN if with_embeddings else ''} "
             f"WHERE m.namespace = ? AND m.id {IN_JSON}"
         )
         rows = conn.execute(sql, (ns, json_list(ids))).fetchall()
@@ -569,8 +595,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             return index
         else:
             cursor = conn.execute(
-                f"SELECT {_CACHE_COLUMNS} FROM memories "
-                "WHERE namespace = ? AND tier = ? AND embedding IS NOT NULL",
+                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} WHERE m.namespace = ? AND m.tier = ?",
                 (ns, part),
             )
             for row in cursor:
@@ -603,8 +628,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         wanted = json_list(ids)
         if any(part != ARCHIVE_KEY for part in indexes):
             for row in conn.execute(
-                f"SELECT {_CACHE_COLUMNS} FROM memories WHERE namespace = ? AND id {IN_JSON} "
-                "AND embedding IS NOT NULL",
+                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} "
+                f"WHERE m.namespace = ? AND m.id {IN_JSON}",
                 (ns, wanted),
             ):
                 target = indexes.get(row["tier"])
@@ -682,8 +707,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             missing = [i for i in ids if i not in out]
             if missing:
                 for row in conn.execute(
-                    f"SELECT id, embedding FROM memories WHERE namespace = ? AND id {IN_JSON} "
-                    "AND embedding IS NOT NULL",
+                    f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
+                    f"WHERE m.namespace = ? AND m.id {IN_JSON}",
                     (ns, json_list(missing)),
                 ):
                     out[row[0]] = float(unit(_from_blob(row[1])) @ q)
@@ -1060,11 +1085,11 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         await self._db.gate()
         with self._db.read() as conn:
             rows = conn.execute(
-                "SELECT tier, count(*), "
-                "sum(length(CAST(content AS BLOB)) + coalesce(length(embedding), 0) "
-                "+ length(CAST(metadata AS BLOB))), "
-                "sum(pinned), sum(core), sum(do_not_inject) "
-                "FROM memories WHERE namespace = ? GROUP BY tier",
+                "SELECT m.tier, count(*), "
+                "sum(length(CAST(m.content AS BLOB)) + coalesce(length(v.embedding), 0) "
+                "+ length(CAST(m.metadata AS BLOB))), "
+                "sum(m.pinned), sum(m.core), sum(m.do_not_inject) "
+                f"FROM memories AS m{_VECTOR_JOIN} WHERE m.namespace = ? GROUP BY m.tier",
                 (ns,),
             ).fetchall()
             archived = conn.execute(
@@ -1104,6 +1129,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         with self._db.write() as conn:
             if namespace is None:
                 conn.execute("DELETE FROM memories")
+                conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 self._cache.clear()
