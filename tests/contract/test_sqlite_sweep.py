@@ -13,7 +13,7 @@ from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import ScanQuery
 from tiered_memory.stores import sqlite_sweep
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_sweep import scan_index
+from tiered_memory.stores.sqlite_sweep import scan_index, tier_literal
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"
@@ -92,30 +92,36 @@ async def test_a_rolled_back_bulk_move_leaves_search_as_it_was(
 
 
 @pytest.mark.parametrize(
-    ("bound", "index"),
+    ("bound", "tier", "index"),
     [
-        ("tier_changed_before", "memories_tier_changed"),
-        ("cold_since_before", "memories_tier_cold"),
-        ("last_used_before", "memories_tier_used"),
-        ("created_before", "memories_tier_created"),
+        ("tier_changed_before", "hot", "memories_hot_changed"),
+        ("cold_since_before", "cold", "memories_cold_since"),
+        ("last_used_before", "warm", "memories_warm_used"),
+        ("created_before", "cold", "memories_cold_created"),
     ],
 )
 async def test_bounded_scans_walk_the_timestamp_index(
-    store: SQLiteMemoryStore, bound: str, index: str
+    store: SQLiteMemoryStore, bound: str, tier: str, index: str
 ) -> None:
     """Without statistics SQLite would walk (namespace, tier, id) and read every row of
-    the tier to test the bound; the sweep's scans must read only the rows inside it."""
+    the tier to test the bound; the sweep's scans must read only the rows inside it,
+    from the partial index of the tier their rule reads."""
     query = ScanQuery(tiers=LIVE_TIERS, **{bound: T0})
-    assert scan_index(query) == f" INDEXED BY {index}"
+    assert scan_index(query, tier) == f" INDEXED BY {index}"
+    others = {t.value for t in LIVE_TIERS} - {tier}
+    assert all(scan_index(query, other) == "" for other in others)
     await store.put_many(NS, memories(3))
     with store.database.read() as conn:
         plan = conn.execute(
-            f"EXPLAIN QUERY PLAN SELECT id FROM memories{scan_index(query)} "
-            "WHERE namespace = ? AND tier = ? ORDER BY id",
-            (NS, "hot"),
+            f"EXPLAIN QUERY PLAN SELECT id FROM memories{scan_index(query, tier)} "
+            f"WHERE namespace = ? AND tier = {tier_literal(tier)} ORDER BY id",
+            (NS,),
         ).fetchall()
     assert any(index in str(tuple(row)) for row in plan), plan
     assert await store.scan_ids(NS, query) == []
     later = ScanQuery(tiers=LIVE_TIERS, created_before=T0 + timedelta(days=1))
     assert await store.scan_ids(NS, later) == ["m000", "m001", "m002"]
-    assert scan_index(ScanQuery(tiers=LIVE_TIERS)) == ""
+    await store.set_tier(NS, ["m001"], Tier.COLD, T0)
+    cold = ScanQuery(tiers=LIVE_TIERS, created_before=T0 + timedelta(days=1))
+    assert await store.scan_ids(NS, cold) == ["m000", "m001", "m002"]  # COLD by its index
+    assert scan_index(ScanQuery(tiers=LIVE_TIERS), tier) == ""

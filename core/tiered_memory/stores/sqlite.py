@@ -76,7 +76,7 @@ from .sqlite_query import (
     to_us_or_none,
 )
 from .sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
-from .sqlite_sweep import SQLiteSweepMixin, scan_index
+from .sqlite_sweep import SQLiteSweepMixin, scan_index, tier_literal
 from .sqlite_vectors import (
     FORGOTTEN,
     PINNED,
@@ -1035,15 +1035,16 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         # One query per tier: each can walk its (namespace, tier, ...) index, where a
         # `tier IN (...)` query would scan the whole namespace in id order. Merging the
         # per-tier pages by id gives the same page (UTF-8 and str order agree).
-        sql = (
-            f"SELECT {_columns('m', False)} FROM memories AS m{scan_index(query)} "
-            f"WHERE namespace = ? AND tier = ?{where} ORDER BY id LIMIT ?"
-        )
         rows: list[sqlite3.Row] = []
         await self._db.gate()
         with self._db.read() as conn:
             for part in parts:
-                rows.extend(conn.execute(sql, (ns, part, *params, query.limit)).fetchall())
+                sql = (
+                    f"SELECT {_columns('m', False)} FROM memories AS m{scan_index(query, part)} "
+                    f"WHERE namespace = ? AND tier = {tier_literal(part)}{where} "
+                    "ORDER BY id LIMIT ?"
+                )
+                rows.extend(conn.execute(sql, (ns, *params, query.limit)).fetchall())
         rows.sort(key=lambda row: str(row["id"]))
         return [_memory(row, False) for row in rows[: query.limit]]
 

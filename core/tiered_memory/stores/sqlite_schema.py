@@ -113,13 +113,26 @@ _SCHEMA = [
     """CREATE TRIGGER IF NOT EXISTS memories_vector_delete AFTER DELETE ON memories BEGIN
         DELETE FROM memory_vectors WHERE pk = old.pk;
     END""",
-    # The sweep's scans: one tier of one namespace, bounded by a timestamp, or by id.
+    # The sweep's scans: one tier of one namespace, by id, or bounded by the timestamp
+    # of its rule (`sqlite_sweep.scan_index`). The bounded ones are partial indexes of
+    # the one tier their rule reads, not (namespace, tier, timestamp) over every tier:
+    # a tier move then updates the entries of the tiers it leaves and enters (two or
+    # three) instead of all four indexes, twice each. Moving 98k rows HOT -> WARM took
+    # 2.2-3.3 s with the four full indexes, 1.2 s without them.
     "CREATE INDEX IF NOT EXISTS memories_tier_id ON memories (namespace, tier, id)",
-    "CREATE INDEX IF NOT EXISTS memories_tier_created ON memories (namespace, tier, created_at)",
-    "CREATE INDEX IF NOT EXISTS memories_tier_used ON memories (namespace, tier, last_used_at)",
-    "CREATE INDEX IF NOT EXISTS memories_tier_cold ON memories (namespace, tier, cold_since)",
-    """CREATE INDEX IF NOT EXISTS memories_tier_changed
-        ON memories (namespace, tier, tier_changed_at)""",
+    """CREATE INDEX IF NOT EXISTS memories_hot_changed
+        ON memories (namespace, tier_changed_at) WHERE tier = 'hot'""",
+    """CREATE INDEX IF NOT EXISTS memories_warm_used
+        ON memories (namespace, last_used_at) WHERE tier = 'warm'""",
+    """CREATE INDEX IF NOT EXISTS memories_cold_since
+        ON memories (namespace, cold_since) WHERE tier = 'cold'""",
+    """CREATE INDEX IF NOT EXISTS memories_cold_created
+        ON memories (namespace, created_at) WHERE tier = 'cold'""",
+    # Their schema-2 (and early schema-3) predecessors, over every tier. A no-op once gone.
+    "DROP INDEX IF EXISTS memories_tier_created",
+    "DROP INDEX IF EXISTS memories_tier_used",
+    "DROP INDEX IF EXISTS memories_tier_cold",
+    "DROP INDEX IF EXISTS memories_tier_changed",
     # The few pinned memories, which recall() scans for on every call.
     """CREATE INDEX IF NOT EXISTS memories_pinned
         ON memories (namespace, tier, id) WHERE pinned = 1""",

@@ -48,25 +48,37 @@ _FACT_COLUMNS = (
 )
 _TYPES = {t.value: t for t in MemoryType}
 
-# The index a bounded scan walks. Without ANALYZE statistics SQLite prefers the
-# (namespace, tier, id) index, which yields rows in id order but makes it read every row
-# of the tier from the table (about 2 KB each, embedding included) to test the bound: a
-# sweep with nothing due read the whole store seven times over. The timestamp index
-# reads only the rows inside the bound; the page is then sorted by id.
+# The index a bounded scan of one tier walks: the partial index of that tier's sweep rule
+# (sqlite_schema). Without statistics SQLite prefers the (namespace, tier, id) index,
+# which yields rows in id order but makes it read every row of the tier from the table to
+# test the bound: a sweep with nothing due read the whole store seven times over. The
+# timestamp index reads only the rows inside the bound; the page is then sorted by id.
+# Other (tier, bound) pairs (no sweep rule asks for them) walk the id index.
 _BOUND_INDEXES = (
-    ("tier_changed_before", "memories_tier_changed"),
-    ("cold_since_before", "memories_tier_cold"),
-    ("last_used_before", "memories_tier_used"),
-    ("created_before", "memories_tier_created"),
+    ("tier_changed_before", "hot", "memories_hot_changed"),
+    ("cold_since_before", "cold", "memories_cold_since"),
+    ("last_used_before", "warm", "memories_warm_used"),
+    ("created_before", "cold", "memories_cold_created"),
 )
 
 
-def scan_index(query: ScanQuery) -> str:
-    """An `INDEXED BY` clause for a scan with a timestamp bound (empty without one)."""
-    for field, index in _BOUND_INDEXES:
-        if getattr(query, field) is not None:
+def scan_index(query: ScanQuery, tier: str) -> str:
+    """An `INDEXED BY` clause for a scan of `tier` with a timestamp bound (else empty).
+
+    The SQL must name the tier as a literal (`tier_literal`): a partial index is only
+    usable when the query's WHERE implies the index's, which a bound parameter cannot.
+    """
+    for field, part, index in _BOUND_INDEXES:
+        if part == tier and getattr(query, field) is not None:
             return f" INDEXED BY {index}"
     return ""
+
+
+def tier_literal(tier: str) -> str:
+    """`tier` as an SQL string literal; only the live tier values are accepted."""
+    if tier not in {t.value for t in LIVE_TIERS}:
+        raise ValueError(f"not a live tier: {tier!r}")
+    return f"'{tier}'"
 
 
 def _namespace(namespace: str) -> str:
@@ -100,16 +112,17 @@ class SQLiteSweepMixin:
             return []
         clauses, where_params = scan_sql(query)
         where = "".join(f" AND {c}" for c in clauses)
-        sql = (
-            f"SELECT {columns} FROM memories{scan_index(query)} "
-            f"WHERE namespace = ? AND tier = ?{where} ORDER BY id LIMIT ?"
-        )
         rows: list[tuple[Any, ...]] = []
         with self._db.read() as conn:
             cursor = conn.cursor()
             cursor.row_factory = None  # plain tuples: a Row per memory costs more than the SQL
             for part in parts:
-                rows.extend(cursor.execute(sql, (*params, ns, part, *where_params, query.limit)))
+                sql = (
+                    f"SELECT {columns} FROM memories{scan_index(query, part)} "
+                    f"WHERE namespace = ? AND tier = {tier_literal(part)}{where} "
+                    "ORDER BY id LIMIT ?"
+                )
+                rows.extend(cursor.execute(sql, (*params, ns, *where_params, query.limit)))
         if len(parts) > 1:
             rows.sort(key=lambda row: str(row[0]))
         return rows[: query.limit]
