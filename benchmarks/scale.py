@@ -69,20 +69,19 @@ def _disk(path: Path) -> dict[str, Any]:
         rows = conn.execute(
             "SELECT name, sum(payload) FROM dbstat GROUP BY name ORDER BY 2 DESC"
         ).fetchall()
-        memory_objects = {
-            "memories",
-            "memories_tier_id",
-            "memories_tier_created",
-            "memories_tier_used",
-            "memories_tier_cold",
-            "memories_tier_changed",
-            "sqlite_autoindex_memories_1",
-        }
+
+        # an active record: its row, its vector (own table since schema 3) and every
+        # index over them, whatever the indexes are called
+        def is_memory_object(name: str) -> bool:
+            return name.startswith(
+                ("memories", "memory_vectors", "sqlite_autoindex_memories")
+            ) and not name.startswith("memories_fts")
+
         fts = sum(int(b) for name, b in rows if str(name).startswith("memories_fts"))
         return {
             "file_bytes": path.stat().st_size,
             "by_object": {str(name): int(b) for name, b in rows},
-            "memories_bytes": sum(int(b) for name, b in rows if name in memory_objects),
+            "memories_bytes": sum(int(b) for name, b in rows if is_memory_object(str(name))),
             "fts_bytes": fts,
             "archives_bytes": sum(
                 int(b)
