@@ -269,9 +269,14 @@ class Archiver:
             use_count=memory.use_count,
         )
         # Links go before the record: a crash between leaves a COLD memory whose links
-        # are kept in its verified original (reused above), never a dangling link.
-        await self.graph.drop_nodes(ns, [memory_id])
-        await self.store.archive_many(ns, [record])
+        # are kept in its verified original (reused above), never a dangling link. Where
+        # the graph shares the store's transaction (the embedded SQLite file), both
+        # commit together: one synced commit per archived memory instead of two (200
+        # archivals of a 100k sweep spent ~0.6 s in those commits), and a crash keeps
+        # the links and the memory as they were.
+        async with self.store.transaction():
+            await self.graph.drop_nodes(ns, [memory_id])
+            await self.store.archive_many(ns, [record])
         # And once more after it: a link another writer made meanwhile (it saw the
         # memory still live) would otherwise point at an archived memory. The memory
         # is archived by now, so a failure here is logged, not reported as one.

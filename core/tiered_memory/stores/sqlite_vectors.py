@@ -125,31 +125,32 @@ class VectorIndex:
         two numpy copies, not a SQLite read and a normalisation each. The rows left
         keep their order (a compaction, unlike `remove`'s swap with the last row).
         """
-        rows = sorted({self._pos[i] for i in ids if i in self._pos})
-        n = self.size
-        taken = VectorIndex(self.dimension, capacity=len(rows))
-        if not rows:
-            return taken
-        picked = np.asarray(rows, dtype=np.intp)
+        pos = self._pos
+        found = [pos[i] for i in ids if i in pos]
+        if not found:
+            return VectorIndex(self.dimension, capacity=1)
+        picked = np.unique(np.asarray(found, dtype=np.intp))  # sorted, once each
+        n, m = self.size, int(picked.size)
         keep: Mask = np.ones(n, dtype=np.bool_)
         keep[picked] = False
-        m = len(rows)
+        taken = VectorIndex(self.dimension, capacity=m)
         taken._vectors[:m] = self._vectors[picked]
         taken._flags[:m] = self._flags[picked]
         taken._types[:m] = self._types[picked]
-        taken._ids = [self._ids[r] for r in rows]
-        taken._pos = {memory_id: j for j, memory_id in enumerate(taken._ids)}
+        old_ids = self._ids
+        taken._ids = [old_ids[r] for r in picked.tolist()]
+        taken._pos = dict(zip(taken._ids, range(m), strict=True))
         left = n - m
         self._vectors[:left] = self._vectors[:n][keep]
         self._flags[:left] = self._flags[:n][keep]
         self._types[:left] = self._types[:n][keep]
-        self._ids = [memory_id for memory_id, k in zip(self._ids, keep.tolist(), strict=True) if k]
-        self._pos = {memory_id: j for j, memory_id in enumerate(self._ids)}
+        self._ids = [old_ids[r] for r in np.flatnonzero(keep).tolist()]
+        self._pos = dict(zip(self._ids, range(left), strict=True))
         return taken
 
     def extend(self, other: VectorIndex) -> None:
         """Append every row of `other` (unit rows, as `take` returns them)."""
-        for memory_id in other._ids:
+        for memory_id in self._pos.keys() & set(other._ids):
             self.remove(memory_id)
         m = other.size
         while self.size + m > self._vectors.shape[0]:
@@ -159,7 +160,7 @@ class VectorIndex:
         self._flags[start : start + m] = other._flags[:m]
         self._types[start : start + m] = other._types[:m]
         self._ids.extend(other._ids)
-        self._pos.update((memory_id, start + j) for j, memory_id in enumerate(other._ids))
+        self._pos.update(zip(other._ids, range(start, start + m), strict=True))
 
     def _grow(self) -> None:
         capacity = self._vectors.shape[0] * 2
