@@ -99,7 +99,31 @@ def check_metadata(metadata: Mapping[str, Any] | None, limits: Limits) -> dict[s
             f"metadata is {len(encoded)} bytes as JSON; the limit is {limits.max_metadata_bytes}"
         )
     loaded: dict[str, Any] = json.loads(encoded)
+    stack: list[Any] = [loaded]
+    while stack:  # no recursion: the JSON may be nested up to json's own limit
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        else:
+            check_int64(value, "metadata")
     return loaded
+
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def check_int64(value: Any, what: str) -> None:
+    """Integers must fit a signed 64-bit integer, what SQLite stores and compares exactly:
+    its JSON functions read a larger one as an approximate float, it cannot bind one as a
+    parameter, and Weaviate indexes numbers as floats (beyond float range, not at all)."""
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ValidationError(
+            f"{what} holds the integer {value}, outside the signed 64-bit range "
+            f"[{INT64_MIN}, {INT64_MAX}]; store it as a string"
+        )
 
 
 def check_filters(metadata: Any) -> tuple[MetadataFilter, ...]:
@@ -120,20 +144,30 @@ def check_filters(metadata: Any) -> tuple[MetadataFilter, ...]:
     for f in filters:
         if not isinstance(f.key, str):
             raise ValidationError(f"a metadata filter key must be a string, got {f.key!r}")
-        for text in (f.key, *_texts(f.value)):
+        scalars = _scalars(f.value)
+        for text in (f.key, *(s for s in scalars if isinstance(s, str))):
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as e:
                 raise ValidationError("a metadata filter holds a lone surrogate") from e
+        for scalar in scalars:
+            check_int64(scalar, f"the metadata filter on {f.key!r}")
+            if isinstance(scalar, float) and math.isnan(scalar):
+                raise ValidationError(f"the metadata filter on {f.key!r} holds NaN")
     return filters
 
 
-def _texts(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [t for item in value for t in _texts(item)]
-    return []
+def _scalars(value: Any) -> list[Any]:
+    """The leaves of a filter value (a scalar, or a list of them for in/nin)."""
+    leaves: list[Any] = []
+    stack = [value]
+    while stack:  # no recursion: a hostile value may be nested deeply
+        item = stack.pop()
+        if isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        else:
+            leaves.append(item)
+    return leaves
 
 
 def check_importance(importance: float) -> float:

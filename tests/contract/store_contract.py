@@ -162,6 +162,30 @@ METADATA_CASES: list[tuple[tuple[MetadataFilter, ...], set[str]]] = [
     ((MetadataFilter("code", "nin", ["1", True]),), {"m2", "m4"}),
 ]
 
+# Text holding U+0000, next to text that equals what comes before the NUL.
+NUL_METADATA: dict[str, dict[str, Any]] = {
+    "nul_b": {"k": "a\x00b", "tags": ["x\x00y"]},
+    "nul_c": {"k": "a\x00c", "a\x00key": "v"},
+    "plain": {"k": "a", "a": "v", "tags": ["x"]},
+}
+NUL_METADATA_CASES: list[tuple[tuple[MetadataFilter, ...], set[str]]] = [
+    ((MetadataFilter("k", "eq", "a\x00b"),), {"nul_b"}),
+    ((MetadataFilter("k", "eq", "a"),), {"plain"}),
+    ((MetadataFilter("k", "ne", "a"),), {"nul_b", "nul_c"}),
+    ((MetadataFilter("k", "ne", "a\x00b"),), {"nul_c", "plain"}),
+    ((MetadataFilter("k", "in", ["a\x00c", "a"]),), {"nul_c", "plain"}),
+    ((MetadataFilter("k", "nin", ["a\x00c"]),), {"nul_b", "plain"}),
+    ((MetadataFilter("k", "gt", "a"),), {"nul_b", "nul_c"}),
+    ((MetadataFilter("k", "lt", "a\x00c"),), {"nul_b", "plain"}),
+    ((MetadataFilter("k", "contains", "\x00c"),), {"nul_c"}),
+    ((MetadataFilter("tags", "contains", "x\x00y"),), {"nul_b"}),
+    ((MetadataFilter("tags", "contains", "x"),), {"plain"}),
+    ((MetadataFilter("a\x00key", "eq", "v"),), {"nul_c"}),
+    ((MetadataFilter("a", "eq", "v"),), {"plain"}),
+    ((MetadataFilter("a", "exists"),), {"plain"}),
+    ((MetadataFilter("a\x00key", "exists", False),), {"nul_b", "plain"}),
+]
+
 
 def axis_vector(dimension: int, *axes: int, weights: Sequence[float] | None = None) -> list[float]:
     """A vector along the given axes; with unit axes, cosines are easy to predict."""
@@ -545,6 +569,58 @@ class MemoryStoreContract:
             namespace, "shared", tiers=ALL_LIVE, k=10, filters=filters
         )
         assert {h.memory.id for h in lexical} == expected
+
+    @pytest.mark.parametrize(("conditions", "expected"), NUL_METADATA_CASES)
+    async def test_metadata_filters_on_text_holding_nul(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        conditions: tuple[MetadataFilter, ...],
+        expected: set[str],
+    ) -> None:
+        """U+0000 is an ordinary character: "a\x00b" equals only itself, never "a"
+        (SQLite's JSON functions cut text at a NUL; the store must not)."""
+        await self.put(
+            store,
+            namespace,
+            *(
+                self.memory(i, f"shared text {i}", metadata=meta)
+                for i, meta in NUL_METADATA.items()
+            ),
+        )
+        filters = SearchFilter(metadata=conditions)
+        vector = await store.vector_search(
+            namespace, self.q(0), tiers=ALL_LIVE, k=10, filters=filters
+        )
+        assert {h.memory.id for h in vector} == expected
+        lexical = await store.lexical_search(
+            namespace, "shared", tiers=ALL_LIVE, k=10, filters=filters
+        )
+        assert {h.memory.id for h in lexical} == expected
+        assert (await self.one(store, namespace, "nul_b")).metadata == NUL_METADATA["nul_b"]
+
+    @pytest.mark.parametrize(
+        "condition",
+        [
+            MetadataFilter("n", "eq", 2**63),
+            MetadataFilter("n", "ne", -(2**63) - 1),
+            MetadataFilter("n", "gt", 2**64),
+            MetadataFilter("n", "in", [1, 2**70]),
+            MetadataFilter("n", "contains", 2**63),
+        ],
+    )
+    async def test_metadata_filter_integers_beyond_64_bits_are_refused(
+        self, store: MemoryStore, namespace: str, condition: MetadataFilter
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", metadata={"n": 2**63 - 1}))
+        filters = SearchFilter(metadata=(condition,))
+        with pytest.raises(ValidationError, match="64-bit"):
+            await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=5, filters=filters)
+        with pytest.raises(ValidationError, match="64-bit"):
+            await store.lexical_search(namespace, "memory", tiers=ALL_LIVE, k=5, filters=filters)
+        limits = SearchFilter(metadata=(MetadataFilter("n", "eq", 2**63 - 1),))
+        hits = await store.vector_search(namespace, self.q(0), tiers=ALL_LIVE, k=5, filters=limits)
+        assert [h.memory.id for h in hits] == ["a"]
 
     async def test_filters_apply_before_k(self, store: MemoryStore, namespace: str) -> None:
         """The few matching memories rank far below many others: a store that cut to k

@@ -355,3 +355,27 @@ def test_negative_budget_and_bad_k_are_rejected(mem: TieredMemory) -> None:
     with pytest.raises(ValidationError):
         mem.search("x", namespace="ns", k=0)
     assert mem.recall("x", namespace="ns", budget_tokens=0).items == []
+
+
+def test_metadata_text_holding_nul_is_found_by_its_filter(mem: TieredMemory) -> None:
+    """Regression: SQLite's JSON functions cut "a\\x00b" to "a", so the filter missed it."""
+    nul = mem.add("a memory with a NUL in its metadata", namespace="ns", metadata={"k": "a\x00b"})
+    plain = mem.add("a memory with plain metadata", namespace="ns", metadata={"k": "a"})
+    for value, wanted in (("a\x00b", nul.id), ("a", plain.id)):
+        hits = mem.search("memory metadata", namespace="ns", metadata={"k": value}, k=10)
+        assert [h.memory.id for h in hits] == [wanted]
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_integers_beyond_64_bits_are_refused_in_metadata_and_filters(
+    mem: TieredMemory, value: int
+) -> None:
+    """Regression: a filter on 2**63 raised a raw OverflowError from SQLite."""
+    kept = mem.add("a memory at the limit", namespace="ns", metadata={"n": 2**63 - 1})
+    with pytest.raises(ValidationError, match="64-bit"):
+        mem.search("memory", namespace="ns", metadata={"n": value})
+    with pytest.raises(ValidationError, match="64-bit"):
+        mem.add("a memory beyond the limit", namespace="ns", metadata={"n": value})
+    assert [m.id for m in mem.list(namespace="ns")] == [kept.id]
+    hits = mem.search("memory", namespace="ns", metadata={"n": 2**63 - 1})
+    assert [h.memory.id for h in hits] == [kept.id]

@@ -245,7 +245,18 @@ def json_form(value: Any) -> Any | None:
         encoded.encode("utf-8")
     except (TypeError, ValueError):
         return None
-    return json.loads(encoded)
+    loaded = json.loads(encoded)
+    if _has_wide_int(loaded):  # beyond a signed 64-bit integer: no backend compares it
+        return None
+    return loaded
+
+
+def _has_wide_int(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_wide_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_wide_int(v) for v in value)
+    return isinstance(value, int) and not -(2**63) <= value < 2**63
 
 
 @SETTINGS

@@ -10,10 +10,12 @@ import pytest
 from tiered_memory import DimensionMismatchError, NamespaceError, ValidationError
 from tiered_memory.models import MemoryType, Tier
 from tiered_memory.policy import Limits
+from tiered_memory.ports import MetadataFilter
 from tiered_memory.runner import LoopThread
 from tiered_memory.validation import (
     check_budget,
     check_content,
+    check_filters,
     check_importance,
     check_metadata,
     check_namespace,
@@ -61,6 +63,40 @@ def test_bad_metadata_is_rejected(bad: object) -> None:
 
 def test_metadata_is_normalised_to_json() -> None:
     assert check_metadata({"a": (1, 2), "b": None}, L) == {"a": [1, 2], "b": None}
+
+
+@pytest.mark.parametrize(
+    "bad", [{"n": 2**63}, {"n": -(2**63) - 1}, {"n": [1, 2**70]}, {"n": {"deep": [10**30]}}]
+)
+def test_metadata_integers_beyond_64_bits_are_rejected(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError, match="64-bit"):
+        check_metadata(bad, L)
+
+
+def test_metadata_integers_at_the_64_bit_limits_and_nul_text_are_kept() -> None:
+    edge = {"max": 2**63 - 1, "min": -(2**63), "big": 1e300, "nul": "a\x00b", "a\x00k": True}
+    assert check_metadata(edge, L) == edge
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"n": 2**63},
+        {"n": -(2**63) - 1},
+        [MetadataFilter("n", "gt", 2**64)],
+        [MetadataFilter("n", "in", [1, 2**70])],
+        [MetadataFilter("n", "nin", (10**30,))],
+        [MetadataFilter("n", "eq", math.nan)],
+    ],
+)
+def test_metadata_filter_values_beyond_64_bits_or_nan_are_rejected(bad: object) -> None:
+    with pytest.raises(ValidationError):
+        check_filters(bad)
+
+
+def test_metadata_filters_at_the_64_bit_limits_and_with_nul_are_kept() -> None:
+    filters = check_filters({"max": 2**63 - 1, "min": -(2**63), "nul": "a\x00b"})
+    assert [f.value for f in filters] == [2**63 - 1, -(2**63), "a\x00b"]
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, True, "0.5"])

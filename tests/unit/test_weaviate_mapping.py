@@ -757,6 +757,11 @@ UNTRANSLATABLE = [
     MetadataFilter("k", "exists", 1),
     MetadataFilter("", "eq", "a"),
     MetadataFilter("k", "regex", "a.*"),  # type: ignore[arg-type]
+    # integers beyond a signed 64-bit integer, as every store and `add` refuse them
+    MetadataFilter("k", "eq", 2**63),
+    MetadataFilter("k", "lt", -(2**63) - 1),
+    MetadataFilter("k", "in", [1, 2**70]),
+    MetadataFilter("k", "contains", 10**400),
 ]
 
 

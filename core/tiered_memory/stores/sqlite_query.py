@@ -8,15 +8,18 @@ avoids SQLite's limit on the number of parameters for any batch size.
 from __future__ import annotations
 
 import json
+import operator
 import re
+import sqlite3
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import Tier, utc
 from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
+from tiered_memory.validation import check_int64
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -117,6 +120,7 @@ def search_filter_sql(filters: SearchFilter, alias: str = "m") -> tuple[list[str
 
 def _scalar(value: Any, what: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
+        check_int64(value, f"metadata filter {what}")
         return value
     raise ValidationError(
         f"metadata filter {what} needs a string, number, boolean or None, "
@@ -138,7 +142,88 @@ def _equals(type_col: str, value_col: str, value: Any) -> tuple[str, list[Any]]:
 _ORDER = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
+# SQLite's JSON functions return text cut at its first U+0000 (json_each's key and value
+# are NUL-terminated C strings), so {"k": "a\x00b"} would neither equal "a\x00b" nor
+# differ from "a". json.dumps always writes U+0000 as this escape, so a document without
+# it is safe for the SQL below; one with it (rare) is matched in Python instead.
+NUL_ESCAPE = "\\u0000"
+MATCH_FUNCTION = "tm_metadata_match"
+
+
 def metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list[Any]]:
+    """One metadata condition (see `_metadata_sql`), exact for text holding U+0000 too."""
+    value = condition.value
+    if condition.op in ("in", "nin"):
+        if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+            value = list(value)  # iterated twice below
+    elif condition.op == "exists":
+        value = value is None or bool(value)
+    condition = MetadataFilter(condition.key, condition.op, value)
+    sql, params = _metadata_sql(condition, alias)  # checks the condition
+    spec = json.dumps([condition.key, condition.op, value], ensure_ascii=False)
+    if NUL_ESCAPE in spec:
+        return f"{MATCH_FUNCTION}({alias}.metadata, ?)", [spec]
+    return (
+        f"(CASE WHEN instr({alias}.metadata, '{NUL_ESCAPE}') > 0 "
+        f"THEN {MATCH_FUNCTION}({alias}.metadata, ?) ELSE {sql} END)",
+        [spec, *params],
+    )
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The Python function `metadata_sql` calls; register it on every connection."""
+    conn.create_function(MATCH_FUNCTION, 2, metadata_matches, deterministic=True)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same(stored: Any, wanted: Any) -> bool:
+    """`_equals` in Python: typed JSON equality."""
+    if wanted is None or isinstance(wanted, bool):
+        return stored is wanted
+    if _is_number(wanted):
+        return _is_number(stored) and bool(stored == wanted)
+    return isinstance(stored, str) and stored == wanted
+
+
+def metadata_matches(metadata: str | None, spec: str) -> int:
+    """What `_metadata_sql`'s condition means, evaluated on a metadata JSON document."""
+    document = json.loads(metadata) if metadata is not None else {}
+    key, op, wanted = json.loads(spec)
+    present = isinstance(document, dict) and key in document
+    stored = document[key] if present else None
+    if op == "exists":
+        return int(present == wanted)
+    if op in ("eq", "ne"):
+        return int((present and _same(stored, wanted)) != (op == "ne"))
+    if op in ("in", "nin"):
+        return int((present and any(_same(stored, w) for w in wanted)) != (op == "nin"))
+    if not present:
+        return 0
+    if op in _ORDER:
+        if isinstance(wanted, str) != isinstance(stored, str) or not (
+            isinstance(stored, str) or _is_number(stored)
+        ):
+            return 0
+        return int(_COMPARE[op](stored, wanted))
+    if op == "contains":
+        if isinstance(stored, list) and any(_same(item, wanted) for item in stored):
+            return 1
+        return int(isinstance(stored, str) and isinstance(wanted, str) and wanted in stored)
+    return 0
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+}
+
+
+def _metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list[Any]]:
     """One metadata condition on a top-level key, matched literally (no path syntax).
 
     eq/ne/in/nin compare JSON values by type; gt..lte compare numbers with numbers and
@@ -174,6 +259,7 @@ def metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list
         value = condition.value
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValidationError(f"metadata filter {op!r} needs a number or a string")
+        check_int64(value, f"metadata filter {op}")
         kind = "j.type = 'text'" if isinstance(value, str) else "j.type IN ('integer', 'real')"
         return f"EXISTS ({entry} AND {kind} AND j.value {_ORDER[op]} ?)", [key, value]
     if op == "contains":

@@ -33,6 +33,7 @@ from pathlib import Path
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
 from .sqlite_archives import migrate_v1
+from .sqlite_query import register_functions
 
 # 1: archive records as pydantic JSON with a float32 summary embedding.
 # 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
@@ -312,6 +313,7 @@ class SQLiteDatabase:
         except sqlite3.Error as e:
             raise translate_error(e, path) from e
         try:
+            register_functions(conn)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]

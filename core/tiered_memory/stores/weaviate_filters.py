@@ -36,6 +36,7 @@ from weaviate.classes.query import Filter, FilterReturn
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import LIVE_TIERS, MemoryType, Tier, utc
 from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
+from tiered_memory.validation import check_int64
 
 from .weaviate_mapping import MetaKind, id_key, meta_property, object_uuid
 
@@ -92,6 +93,7 @@ def _scalar_kind(value: Any, *, op: str, key: str) -> MetaKind:
     if isinstance(value, bool):
         return "b"
     if isinstance(value, (int, float)):
+        check_int64(value, f"metadata filter {key!r} {op}")
         return "n"
     if isinstance(value, str):
         if not value or value != value.strip():
