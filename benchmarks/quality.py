@@ -216,13 +216,26 @@ def build_policy(overrides: dict[str, Any]) -> Policy:
     return base.model_copy(update=sections) if sections else base
 
 
-# DESIGN.md's first defaults, before tuning on the dev split; the Policy defaults are
-# now the tuned values (see README: relevance decides, a smaller HOT share, COLD
-# searched unless the active tiers hold k strong matches).
+# DESIGN.md's first defaults, before tuning on the dev split. The Policy defaults are
+# now the tuned values (see README): relevance decides, a smaller HOT share that only
+# relevant hits may claim, COLD searched unless the active tiers hold k strong matches
+# and not halved on top, no links from co-injection.
 DESIGN_FIRST: dict[str, Any] = {
-    "scoring": {"relevance": 0.5, "retention": 0.3, "frequency": 0.2},
-    "budget": {"pinned": 0.25, "hot": 0.45, "warm": 0.25, "cold": 0.05},
+    "scoring": {
+        "relevance": 0.5,
+        "retention": 0.3,
+        "frequency": 0.2,
+        "tier_factor": {"hot": 1.0, "warm": 1.0, "cold": 0.5, "archived": 1 / 1.2},
+    },
+    "budget": {
+        "pinned": 0.25,
+        "hot": 0.45,
+        "warm": 0.25,
+        "cold": 0.05,
+        "reserve_min_relevance": 0.0,
+    },
     "retrieval": {"relevance_threshold": 0.25},
+    "associations": {"co_recall_boost": 0.1},
 }
 
 VARIANTS = [
@@ -232,7 +245,10 @@ VARIANTS = [
     Variant(
         "replay: COLD only as a fallback", "replay", {"retrieval": {"relevance_threshold": 0.25}}
     ),
-    Variant("replay: with a use term", "replay", {"scoring": {"frequency": 0.2}}),
+    Variant(
+        "replay: any hit claims its share", "replay", {"budget": {"reserve_min_relevance": 0.0}}
+    ),
+    Variant("replay: co-injection links", "replay", {"associations": {"co_recall_boost": 0.1}}),
     Variant("replay: no decay", "replay", {"scoring": {"retention": 0.0}}),
     Variant("replay: no tiers", "replay", sweep=False),
     Variant(

@@ -1,8 +1,9 @@
 """Tier-aware token budgets (DESIGN.md section 4), as a pure packing function.
 
 Each share (pinned, HOT, WARM, COLD; archived hits use COLD's) is filled best-score
-first; whatever a share leaves unused then goes to the best remaining hits of any
-tier, so a short tier never wastes the budget.
+first with the hits relevant enough to claim it (pinned memories always are);
+whatever a share leaves unused then goes to the best remaining hits of any tier, so a
+short tier never wastes the budget and a weak hit never crowds out a better one.
 """
 
 from __future__ import annotations
@@ -64,7 +65,15 @@ def pack(
     for what is left is skipped and smaller ones after it may still fit.
     """
     caps = share_caps(budget, shares)
-    cost = {id(h): count_tokens(render_line(h)) for h in hits}
+    counted: dict[int, int] = {}
+
+    def cost_of(hit: Hit) -> int:
+        # counted on first look: once max_items binds, the tail is never tokenised
+        key = id(hit)
+        if key not in counted:
+            counted[key] = count_tokens(render_line(hit))
+        return counted[key]
+
     used_by_share = dict.fromkeys(SHARE_ORDER, 0)
     chosen: list[Hit] = []
     chosen_ids: set[int] = set()
@@ -75,7 +84,9 @@ def pack(
                 break
             if share_of(hit) != share:
                 continue
-            tokens = cost[id(hit)]
+            if share != "pinned" and hit.terms.relevance < shares.reserve_min_relevance:
+                continue  # too weak to claim a reservation; it may still get leftovers
+            tokens = cost_of(hit)
             if tokens == 0 or used_by_share[share] + tokens > caps[share]:
                 continue
             used_by_share[share] += tokens
@@ -86,8 +97,10 @@ def pack(
     for hit in hits:  # leftovers, best first, any tier
         if len(chosen) >= max_items:
             break
-        tokens = cost[id(hit)]
-        if id(hit) in chosen_ids or tokens == 0 or used + tokens > budget:
+        if id(hit) in chosen_ids:
+            continue
+        tokens = cost_of(hit)
+        if tokens == 0 or used + tokens > budget:
             continue
         used += tokens
         used_by_share[share_of(hit)] += tokens
@@ -95,6 +108,6 @@ def pack(
         chosen_ids.add(id(hit))
 
     for hit in chosen:
-        hit.tokens = cost[id(hit)]
+        hit.tokens = counted[id(hit)]
     chosen.sort(key=lambda h: (SHARE_ORDER.index(share_of(h)) != 0, -h.score))
     return Packing(chosen=chosen, tokens_by_share=used_by_share, used=used)

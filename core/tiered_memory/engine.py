@@ -669,9 +669,9 @@ class AsyncTieredMemory:
             for h in live:
                 if h.memory.id in revived:
                     h.memory.tier = h.tier = Tier.WARM
+        boost = self.policy.associations.co_recall_boost
         pairs = list(itertools.combinations(sorted(h.memory.id for h in live), 2))
-        if pairs:
-            boost = self.policy.associations.co_recall_boost
+        if pairs and boost > 0:  # at 0, writing zero-weight links would only cost time
             await self._graph_optional(
                 "co-recall strengthening", ns, lambda: self._strengthen_live(ns, pairs, boost, now)
             )

@@ -59,7 +59,10 @@ class ScoringWeights(BaseModel):
         default_factory=lambda: {
             Tier.HOT: 1.0,
             Tier.WARM: 1.0,
-            Tier.COLD: 0.5,
+            # COLD is kept back by when it is searched (only without k strong active
+            # hits) and by its share; halving its score as well (DESIGN.md's first
+            # 0.5) hid the faded memory a question was about (LoCoMo dev split)
+            Tier.COLD: 1.0,
             Tier.ARCHIVED: 1 / 1.2,
         }
     )
@@ -86,7 +89,9 @@ class BudgetShares(BaseModel):
 
     Tuned on the LoCoMo dev split: at DESIGN.md's first 45 % the running session's
     turns filled almost half of every budget before an older, relevant memory was
-    considered; WARM (the memories that proved useful) is the primary target.
+    considered; WARM (the memories that proved useful) is the primary target. A
+    share is a reservation for relevant memories only (`reserve_min_relevance`): a
+    weak hit that claimed its tier's share pushed a better hit of another tier out.
     """
 
     model_config = _FROZEN
@@ -95,6 +100,15 @@ class BudgetShares(BaseModel):
     hot: float = Field(default=0.15, ge=0.0, le=1.0)
     warm: float = Field(default=0.35, ge=0.0, le=1.0)
     cold: float = Field(default=0.25, ge=0.0, le=1.0)  # archived hits share COLD's
+    reserve_min_relevance: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "fused relevance a hit needs to claim its tier's reserved share; weaker hits"
+            " only compete for what is left, best score first"
+        ),
+    )
 
     @model_validator(mode="after")
     def _sum_to_one(self) -> BudgetShares:
@@ -149,7 +163,11 @@ class AssociationPolicy(BaseModel):
 
     autolink_top_k: int = Field(default=3, ge=0)
     autolink_min_similarity: float = Field(default=0.3, ge=0.0, le=1.0)
-    co_recall_boost: float = Field(default=0.1, ge=0.0, le=1.0)
+    # Off by default (DESIGN.md's first value was 0.1): an agent that injects 20
+    # memories a turn links 190 pairs a turn, and the graph became a clique of the
+    # generic memories injected most often. On the LoCoMo dev split the replay lost
+    # 0.02 of evidence recall with it; auto-links between similar memories stay.
+    co_recall_boost: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class TierPolicy(BaseModel):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tiered_memory import (
+    AssociationPolicy,
     AsyncTieredMemory,
     DimensionMismatchError,
     HashingEmbedder,
@@ -18,6 +19,7 @@ from tiered_memory import (
     MemoryType,
     NotFoundError,
     Policy,
+    ScoringWeights,
     Tier,
     TieredMemory,
     TieredMemoryError,
@@ -53,7 +55,7 @@ def test_design_snippet_runs_as_written(tmp_path: Path) -> None:
         assert mem.demote(m.id, Tier.COLD, namespace=ns).tier is Tier.COLD
         e = mem.explain(m.id, query="daughter", namespace=ns)
         assert e.terms.cosine > 0
-        assert e.terms.tier_factor == 0.5
+        assert e.terms.tier_factor == mem.policy.scoring.tier_factor[Tier.COLD]
         assert mem.stats(namespace=ns).tiers[Tier.COLD].count == 1
         assert mem.get(m.id, namespace="other") is None
     finally:
@@ -173,14 +175,34 @@ def test_search_does_not_count_use_but_recall_counts_only_injected(mem: TieredMe
     assert mem.get(b.id, namespace="ns").use_count == 0  # type: ignore[union-attr]
 
 
-def test_co_injected_memories_strengthen_their_link(mem: TieredMemory) -> None:
-    a = mem.add("Ava plays the violin", namespace="ns")
-    b = mem.add("Ava has violin lessons on Tuesday", namespace="ns")
-    before = {link.target: link.weight for link in mem.links(a.id, namespace="ns")}
-    inj = mem.recall("Ava violin", namespace="ns", budget_tokens=200)
+def test_co_injected_memories_strengthen_their_link(tmp_path: Path, clock: ManualClock) -> None:
+    policy = Policy(associations=AssociationPolicy(co_recall_boost=0.1))
+    mem = TieredMemory.embedded(
+        tmp_path / "co.db", embedder=HashingEmbedder(), clock=clock, policy=policy
+    )
+    try:
+        a = mem.add("Ava plays the violin", namespace="ns")
+        b = mem.add("Ava has violin lessons on Tuesday", namespace="ns")
+        before = {link.target: link.weight for link in mem.links(a.id, namespace="ns")}
+        inj = mem.recall("Ava violin", namespace="ns", budget_tokens=200)
+        assert {h.memory.id for h in inj.items} == {a.id, b.id}
+        after = {link.target: link.weight for link in mem.links(a.id, namespace="ns")}
+        assert after[b.id] == pytest.approx(min(1.0, before.get(b.id, 0.0) + 0.1))
+    finally:
+        mem.close()
+
+
+def test_co_injection_writes_no_links_by_default(mem: TieredMemory) -> None:
+    assert mem.policy.associations.co_recall_boost == 0.0  # tuned off on the dev split
+    a, b = mem.add_many(
+        ["Ava plays the violin", "The quarterly report is due on Friday"],
+        namespace="ns",
+        link=False,
+    )
+    before = mem.links(a.id, namespace="ns")
+    inj = mem.recall("Ava violin quarterly report", namespace="ns", budget_tokens=200)
     assert {h.memory.id for h in inj.items} == {a.id, b.id}
-    after = {link.target: link.weight for link in mem.links(a.id, namespace="ns")}
-    assert after[b.id] == pytest.approx(min(1.0, before.get(b.id, 0.0) + 0.1))
+    assert mem.links(a.id, namespace="ns") == before
 
 
 def test_forget_hides_and_restore_brings_back(mem: TieredMemory) -> None:
@@ -225,17 +247,26 @@ def test_promote_and_demote_rules(mem: TieredMemory) -> None:
     assert (w.tier, w.cold_since) == (Tier.WARM, None)
 
 
-def test_cold_is_searched_on_deep_or_explicit_tiers_with_half_score(mem: TieredMemory) -> None:
+@pytest.mark.parametrize("cold_factor", [1.0, 0.5])  # the default, DESIGN.md's first
+def test_cold_is_searched_on_deep_or_explicit_tiers_with_its_factor(
+    tmp_path: Path, clock: ManualClock, cold_factor: float
+) -> None:
+    factors = {**ScoringWeights().tier_factor, Tier.COLD: cold_factor}
+    policy = Policy(scoring=ScoringWeights(tier_factor=factors))
+    mem = TieredMemory.embedded(
+        tmp_path / "cold.db", embedder=HashingEmbedder(), clock=clock, policy=policy
+    )
     m = mem.add("The old office was on Baker Street", namespace="ns")
     warm_score = mem.search("Baker Street office", namespace="ns")[0].score
     mem.demote(m.id, Tier.COLD, namespace="ns")
     deep = mem.search("Baker Street office", namespace="ns", deep=True)
     assert deep[0].memory.id == m.id
     assert deep[0].tier is Tier.COLD
-    assert deep[0].terms.tier_factor == 0.5
-    assert deep[0].score == pytest.approx(warm_score * 0.5, rel=0.05)
+    assert deep[0].terms.tier_factor == cold_factor
+    assert deep[0].score == pytest.approx(warm_score * cold_factor, rel=0.05)
     only = mem.search("Baker Street office", namespace="ns", tiers=[Tier.COLD])
     assert [h.memory.id for h in only] == [m.id]
+    mem.close()
 
 
 def test_cold_neighbour_reached_through_a_link_is_reactivated(mem: TieredMemory) -> None:

@@ -201,7 +201,8 @@ def test_items_age_like_memories(
     [hit] = store.search(USER, query="green tea")  # COLD is still found when needed
     assert hit.key == "tea"
     assert hit.score is not None
-    assert hit.score <= 0.5  # at half weight
+    factor = mem.policy.scoring.tier_factor[Tier.COLD]
+    assert hit.score <= factor  # relevance and retention are in [0, 1], times COLD's factor
     assert clock.now() - hit.created_at == timedelta(days=65)
 
 

@@ -122,7 +122,9 @@ def test_documents_age_through_the_tiers(
     memory = docs_store.memory.get("f", namespace=docs_store.namespace)
     assert memory is not None
     assert memory.tier is Tier.COLD
-    assert cold <= 0.5  # COLD scores are halved
+    hot = dict((d.id, s) for d, s in results)["k"]
+    assert cold <= docs_store.memory.policy.scoring.tier_factor[Tier.COLD]
+    assert cold != hot  # each scored on its own terms, whatever tier it is in
 
 
 def test_from_texts_and_as_retriever(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def hit(i: int, tier: Tier, score: float, n_words: int = 9, pinned: bool = False
     # render_line adds "- ", so a memory of 9 words costs 10 tokens
     content = " ".join(f"w{i}x{j}" for j in range(n_words))
     m = Memory(id=f"m{i}", content=content, tier=tier, pinned=pinned, created_at=T0, updated_at=T0)
-    return Hit(memory=m, tier=tier, score=score, terms=ScoreTerms(score=score))
+    return Hit(memory=m, tier=tier, score=score, terms=ScoreTerms(score=score, relevance=score))
 
 
 def many(tier: Tier, n: int, start: int, pinned: bool = False) -> list[Hit]:
@@ -109,3 +109,25 @@ def test_archived_hits_use_the_cold_share_and_are_marked() -> None:
 def test_shares_must_sum_to_one(shares: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="sum to 1"):
         BudgetShares(**shares)
+
+
+def test_a_weak_hit_does_not_claim_a_reservation() -> None:
+    # a relevant WARM memory and a weak HOT one; the HOT share may not push it out
+    strong = hit(1, Tier.WARM, 0.9, n_words=49)  # 50 tokens
+    weak = hit(2, Tier.HOT, 0.3, n_words=49)
+    weak.terms = ScoreTerms(score=0.3, relevance=0.2)
+    shares = BudgetShares(pinned=0.0, hot=0.5, warm=0.5, cold=0.0)
+    p = pack([strong, weak], budget=60, max_items=5, shares=shares, count_tokens=words)
+    assert [h.memory.id for h in p.chosen] == ["m1"]  # leftovers go best-first
+    ungated = shares.model_copy(update={"reserve_min_relevance": 0.0})
+    q = pack([strong, weak], budget=100, max_items=5, shares=ungated, count_tokens=words)
+    assert {h.memory.id for h in q.chosen} == {"m1", "m2"}
+
+
+def test_pinned_memories_claim_their_share_whatever_their_relevance() -> None:
+    pinned = hit(1, Tier.HOT, 0.1, pinned=True)
+    pinned.terms = ScoreTerms(score=0.1, relevance=0.0)
+    better = [hit(10 + i, Tier.WARM, 0.9) for i in range(10)]
+    shares = BudgetShares(pinned=0.1, hot=0.3, warm=0.3, cold=0.3)
+    p = pack([*better, pinned], budget=100, max_items=20, shares=shares, count_tokens=words)
+    assert "m1" in {h.memory.id for h in p.chosen}

@@ -54,7 +54,12 @@ def test_bad_weights_are_typed_errors(bad: dict[str, float]) -> None:
 
 
 def test_final_score_formula_and_tier_factors() -> None:
-    w = ScoringWeights(relevance=0.5, retention=0.3, frequency=0.2)  # DESIGN.md's first
+    w = ScoringWeights(  # DESIGN.md's first weights and factors
+        relevance=0.5,
+        retention=0.3,
+        frequency=0.2,
+        tier_factor={Tier.HOT: 1.0, Tier.WARM: 1.0, Tier.COLD: 0.5, Tier.ARCHIVED: 1 / 1.2},
+    )
     score, factor = final_score(0.8, 0.5, 0.25, Tier.WARM, w)
     assert factor == 1.0
     assert score == pytest.approx(0.5 * 0.8 + 0.3 * 0.5 + 0.2 * 0.25)
@@ -79,6 +84,7 @@ def test_tuned_defaults_let_relevance_decide() -> None:
     # LoCoMo dev split: freshness breaks ties, use acts through the tiers instead
     w = ScoringWeights()
     assert (w.relevance, w.retention, w.frequency) == (0.95, 0.05, 0.0)
+    assert w.tier_factor[Tier.COLD] == 1.0  # COLD is held back by when it is searched
     relevant_but_old, _ = final_score(0.9, 0.0, 0.0, Tier.WARM, w)
     fresh_small_talk, _ = final_score(0.6, 1.0, 1.0, Tier.HOT, w)
     assert relevant_but_old > fresh_small_talk
