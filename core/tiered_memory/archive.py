@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import validation
+from .archives.local import LocalFolderObjectStore
 from .errors import (
     ArchiveIntegrityError,
     BackendUnavailableError,
@@ -207,14 +208,30 @@ class Archiver:
         self.store, self.graph, self.objects = store, graph, objects
         self.summarizer, self.embedder, self.tokens = summarizer, embedder, tokens
         self.policy = policy
+        self._unsynced: set[str] = set()  # namespaces with originals not yet folder-synced
 
     async def archive_one(self, ns: str, memory_id: str, *, now: datetime, reason: str) -> bool:
         """Archive one live memory; False when it is no longer there (already done)."""
+        record = await self.prepare(ns, memory_id, now=now, reason=reason)
+        if record is None:
+            return False
+        await self.commit(ns, [record])
+        return True
+
+    async def prepare(
+        self, ns: str, memory_id: str, *, now: datetime, reason: str, defer_sync: bool = False
+    ) -> ArchiveRecord | None:
+        """Steps 1-3 for one live memory: summarise, write the original, verify it; the
+        record to commit (`commit`), or None when the memory is no longer there.
+
+        `defer_sync`: on the local folder store, leave the folder fsync that makes the
+        original's rename durable to `commit`, which syncs the folder once for all the
+        originals written since, before any record that points to one is committed."""
         ap = self.policy.archival
         found = await self.store.get_many(ns, [memory_id], with_embeddings=True)
         memory = found.get(memory_id)
         if memory is None:
-            return False
+            return None
         links = await self.graph.links_of(ns, [memory_id])
         links = await self._links_from_previous_attempt(ns, memory_id, links)
         request = SummaryRequest(
@@ -236,8 +253,20 @@ class Archiver:
         document = original_document(memory, links, archived_at=now, reason=reason)
         data = encode_document(document)
         checksum = sha256_hex(data)
+        objects = self.objects
+        deferred = defer_sync and isinstance(objects, LocalFolderObjectStore)
+
+        async def put() -> object:
+            if deferred and isinstance(objects, LocalFolderObjectStore):
+                # marked once renamed: a `commit` syncing the folder meanwhile (it
+                # unmarks first) either covers this rename or leaves the mark
+                info = await objects.put(ns, memory_id, data, sync_folder=False)
+                self._unsynced.add(ns)
+                return info
+            return await objects.put(ns, memory_id, data)
+
         await with_retries(
-            lambda: self.objects.put(ns, memory_id, data),
+            put,
             retries=ap.max_retries,
             base_delay=ap.backoff_base_seconds,
             what="store original",
@@ -247,7 +276,7 @@ class Archiver:
             raise ArchiveIntegrityError(
                 f"stored original of {memory_id!r} did not verify (size or checksum differ)"
             )
-        record = ArchiveRecord(
+        return ArchiveRecord(
             id=memory.id,
             namespace=ns,
             summary=text,
@@ -268,23 +297,38 @@ class Archiver:
             archive_reason=reason,
             use_count=memory.use_count,
         )
-        # Links go before the record: a crash between leaves a COLD memory whose links
-        # are kept in its verified original (reused above), never a dangling link. Where
-        # the graph shares the store's transaction (the embedded SQLite file), both
-        # commit together: one synced commit per archived memory instead of two (200
-        # archivals of a 100k sweep spent ~0.6 s in those commits), and a crash keeps
-        # the links and the memory as they were.
+
+    async def commit(self, ns: str, records: Sequence[ArchiveRecord]) -> None:
+        """Steps 4-6 for prepared memories: drop their links and write their records
+        (each replaces its live memory), all in one transaction, or none on an error.
+
+        Originals whose folder fsync `prepare` deferred are made durable first: a record
+        is never committed before the original it points to."""
+        if not records:
+            return
+        if ns in self._unsynced and isinstance(self.objects, LocalFolderObjectStore):
+            self._unsynced.discard(ns)
+            try:
+                await self.objects.sync_folder(ns)
+            except BaseException:
+                self._unsynced.add(ns)
+                raise
+        ids = [r.id for r in records]
+        # Links go before the records: a crash between leaves a COLD memory whose links
+        # are kept in its verified original (reused by `prepare`), never a dangling link.
+        # Where the graph shares the store's transaction (the embedded SQLite file), all
+        # commit together: one synced commit per batch instead of one per memory, and a
+        # crash keeps the links and the memories as they were.
         async with self.store.transaction():
-            await self.graph.drop_nodes(ns, [memory_id])
-            await self.store.archive_many(ns, [record])
+            await self.graph.drop_nodes(ns, ids)
+            await self.store.archive_many(ns, records)
         # And once more after it: a link another writer made meanwhile (it saw the
-        # memory still live) would otherwise point at an archived memory. The memory
-        # is archived by now, so a failure here is logged, not reported as one.
+        # memory still live) would otherwise point at an archived memory. The memories
+        # are archived by now, so a failure here is logged, not reported as one.
         try:
-            await self.graph.drop_nodes(ns, [memory_id])
+            await self.graph.drop_nodes(ns, ids)
         except Exception as e:
-            log.warning("links made to %r while it was archived not dropped: %s", memory_id, e)
-        return True
+            log.warning("links made to %d memories while archived not dropped: %s", len(ids), e)
 
     async def _links_from_previous_attempt(
         self, ns: str, memory_id: str, links: list[Link]

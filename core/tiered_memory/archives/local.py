@@ -108,7 +108,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _write_atomic(path: Path, data: bytes, *, sync_folder: bool = True) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -120,7 +120,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    _fsync_dir(path.parent)
+    if sync_folder:
+        _fsync_dir(path.parent)
 
 
 def _info(key: str, data: bytes) -> ObjectInfo:
@@ -142,21 +143,32 @@ class LocalFolderObjectStore:
     def ref(self, namespace: str, key: str) -> str:
         return self._path(namespace, key).as_uri()
 
-    async def put(self, namespace: str, key: str, data: bytes) -> ObjectInfo:
+    async def put(
+        self, namespace: str, key: str, data: bytes, *, sync_folder: bool = True
+    ) -> ObjectInfo:
+        """Write `data` atomically; durable on return, unless `sync_folder=False`: then the
+        file's bytes are fsynced but its rename is durable only after `sync_folder(ns)`
+        (the archiver writes a batch of originals and syncs their folder once)."""
         path = self._path(namespace, key)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ValidationError(f"object data must be bytes, got {type(data).__name__}")
         payload = bytes(data)
-        await self._run(self._put, path, key, payload)
+        await self._run(self._put, path, key, payload, sync_folder)
         return _info(key, payload)
 
     @staticmethod
-    def _put(path: Path, key: str, data: bytes) -> None:
+    def _put(path: Path, key: str, data: bytes, sync_folder: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         name = path.name[: -len(SUFFIX)]
         if "~" in name:  # hashed: keep the key so that list() can report it
-            _write_atomic(path.with_name(name + KEY_SUFFIX), key.encode("utf-8"))
-        _write_atomic(path, data)
+            _write_atomic(
+                path.with_name(name + KEY_SUFFIX), key.encode("utf-8"), sync_folder=sync_folder
+            )
+        _write_atomic(path, data, sync_folder=sync_folder)
+
+    async def sync_folder(self, namespace: str) -> None:
+        """Make the renames of `put(..., sync_folder=False)` in `namespace` durable."""
+        await self._run(_fsync_dir, self._folder(namespace))
 
     async def head(self, namespace: str, key: str) -> ObjectInfo | None:
         """Size and checksum of the bytes on disk now (re-hashed, so corruption shows)."""

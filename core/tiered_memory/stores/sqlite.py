@@ -522,7 +522,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
                          AND id {IN_JSON.replace("?", ":ids")})
                 AND tier <> :tier"""
         await self._db.gate()
-        with self._db.write() as conn:
+        with self._bulk_page_cache(len(ids)), self._db.write() as conn:
             moved = conn.execute(
                 sql, {"tier": target.value, "at": at, "ns": ns, "ids": json_list(ids)}
             ).rowcount
