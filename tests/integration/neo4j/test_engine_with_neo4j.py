@@ -14,6 +14,7 @@ import pytest
 from tests.integration.neo4j.conftest import OUTAGE, FalkorDBServer, GraphFactory
 from tiered_memory import (
     ArchivalPolicy,
+    AssociationPolicy,
     AsyncTieredMemory,
     HashingEmbedder,
     ManualClock,
@@ -31,7 +32,7 @@ FAST_ARCHIVE = Policy(archival=ArchivalPolicy(backoff_base_seconds=0.0, max_retr
 
 
 async def engine_on(
-    tmp_path: Path, graph: AssociationGraph, clock: ManualClock
+    tmp_path: Path, graph: AssociationGraph, clock: ManualClock, policy: Policy = FAST_ARCHIVE
 ) -> AsyncTieredMemory:
     store = await SQLiteMemoryStore.open(tmp_path / f"{uuid.uuid4().hex}.db")
     return AsyncTieredMemory(
@@ -40,7 +41,7 @@ async def engine_on(
         objects=LocalFolderObjectStore(tmp_path / "archive"),
         summarizer=ExtractiveSummarizer(),
         embedder=HashingEmbedder(),
-        policy=FAST_ARCHIVE,
+        policy=policy,
         clock=clock,
     )
 
@@ -76,14 +77,24 @@ async def test_add_links_neighbours_in_the_graph(mem: AsyncTieredMemory, ns: str
     assert 0.3 <= links[0].weight <= 1.0
 
 
-async def test_co_injection_strengthens_the_link(mem: AsyncTieredMemory, ns: str) -> None:
-    a = await mem.add("Ava plays the violin", namespace=ns)
-    b = await mem.add("Ava has violin lessons on Tuesday", namespace=ns)
-    before = {x.target: x.weight for x in await mem.links(a.id, namespace=ns)}
-    inj = await mem.recall("Ava violin", namespace=ns, budget_tokens=200)
-    assert {h.memory.id for h in inj.items} == {a.id, b.id}
-    after = {x.target: x.weight for x in await mem.links(a.id, namespace=ns)}
-    assert after[b.id] == pytest.approx(min(1.0, before[b.id] + 0.1))
+async def test_co_injection_strengthens_the_link(
+    tmp_path: Path, graph_factory: GraphFactory, clock: ManualClock, ns: str
+) -> None:
+    # off by default since the LoCoMo tuning; the option must still work on Neo4j
+    policy = FAST_ARCHIVE.model_copy(
+        update={"associations": AssociationPolicy(co_recall_boost=0.1)}
+    )
+    mem = await engine_on(tmp_path, await graph_factory(), clock, policy)
+    try:
+        a = await mem.add("Ava plays the violin", namespace=ns)
+        b = await mem.add("Ava has violin lessons on Tuesday", namespace=ns)
+        before = {x.target: x.weight for x in await mem.links(a.id, namespace=ns)}
+        inj = await mem.recall("Ava violin", namespace=ns, budget_tokens=200)
+        assert {h.memory.id for h in inj.items} == {a.id, b.id}
+        after = {x.target: x.weight for x in await mem.links(a.id, namespace=ns)}
+        assert after[b.id] == pytest.approx(min(1.0, before[b.id] + 0.1))
+    finally:
+        await mem.store.close()
 
 
 async def test_a_cold_neighbour_is_reactivated_through_the_graph(
