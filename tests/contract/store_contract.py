@@ -555,10 +555,24 @@ class MemoryStoreContract:
         conditions: tuple[MetadataFilter, ...],
         expected: set[str],
     ) -> None:
+        await self.assert_both_searches_filter(store, namespace, METADATA, conditions, expected)
+
+    async def assert_both_searches_filter(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        metadata_by_id: dict[str, dict[str, Any]],
+        conditions: tuple[MetadataFilter, ...],
+        expected: set[str],
+    ) -> None:
+        """Vector and lexical search honour the same metadata filter, in the store."""
         await self.put(
             store,
             namespace,
-            *(self.memory(i, f"shared text {i}", metadata=meta) for i, meta in METADATA.items()),
+            *(
+                self.memory(i, f"shared text {i}", metadata=meta)
+                for i, meta in metadata_by_id.items()
+            ),
         )
         filters = SearchFilter(metadata=conditions)
         vector = await store.vector_search(
@@ -580,23 +594,7 @@ class MemoryStoreContract:
     ) -> None:
         """U+0000 is an ordinary character: "a\x00b" equals only itself, never "a"
         (SQLite's JSON functions cut text at a NUL; the store must not)."""
-        await self.put(
-            store,
-            namespace,
-            *(
-                self.memory(i, f"shared text {i}", metadata=meta)
-                for i, meta in NUL_METADATA.items()
-            ),
-        )
-        filters = SearchFilter(metadata=conditions)
-        vector = await store.vector_search(
-            namespace, self.q(0), tiers=ALL_LIVE, k=10, filters=filters
-        )
-        assert {h.memory.id for h in vector} == expected
-        lexical = await store.lexical_search(
-            namespace, "shared", tiers=ALL_LIVE, k=10, filters=filters
-        )
-        assert {h.memory.id for h in lexical} == expected
+        await self.assert_both_searches_filter(store, namespace, NUL_METADATA, conditions, expected)
         assert (await self.one(store, namespace, "nul_b")).metadata == NUL_METADATA["nul_b"]
 
     @pytest.mark.parametrize(
