@@ -657,7 +657,8 @@ class AsyncTieredMemory:
 
     async def _record_use(self, ns: str, chosen: Sequence[Hit]) -> None:
         """Count the use of injected memories; bring back COLD ones reached through an
-        association; strengthen the links between memories injected together."""
+        association; strengthen the links between memories injected together (when
+        `co_recall_boost` is above 0: off by default, see policy.py)."""
         now = self.clock.now()
         live = [h for h in chosen if not h.archived]
         if not live:
