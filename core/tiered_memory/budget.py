@@ -58,20 +58,33 @@ def pack(
     max_items: int,
     shares: BudgetShares,
     count_tokens: Callable[[str], int],
+    min_tokens: Callable[[str], int] | None = None,
 ) -> Packing:
     """Choose hits for the prompt. `hits` must be sorted best first.
 
     Items are all-or-nothing (a memory is never cut mid-sentence); an item too large
     for what is left is skipped and smaller ones after it may still fit.
+    `min_tokens`, when the counter can give one, is a cheap lower bound on a line's
+    tokens: once the budget is nearly full, lines that cannot fit are skipped without
+    being tokenised (otherwise the last few tokens cost a count of every candidate).
     """
     caps = share_caps(budget, shares)
     counted: dict[int, int] = {}
+    floors: dict[int, int] = {}
 
-    def cost_of(hit: Hit) -> int:
-        # counted on first look: once max_items binds, the tail is never tokenised
+    def cost_of(hit: Hit, room: int) -> int | None:
+        """The hit's tokens, or None when it certainly does not fit in `room`."""
         key = id(hit)
-        if key not in counted:
-            counted[key] = count_tokens(render_line(hit))
+        if key in counted:
+            return counted[key]
+        if key in floors and floors[key] > room:
+            return None
+        line = render_line(hit)
+        if min_tokens is not None:
+            floors[key] = min_tokens(line)
+            if floors[key] > room:
+                return None
+        counted[key] = count_tokens(line)  # counted on first look, never up front
         return counted[key]
 
     used_by_share = dict.fromkeys(SHARE_ORDER, 0)
@@ -86,8 +99,8 @@ def pack(
                 continue
             if share != "pinned" and hit.terms.relevance < shares.reserve_min_relevance:
                 continue  # too weak to claim a reservation; it may still get leftovers
-            tokens = cost_of(hit)
-            if tokens == 0 or used_by_share[share] + tokens > caps[share]:
+            tokens = cost_of(hit, caps[share] - used_by_share[share])
+            if not tokens or used_by_share[share] + tokens > caps[share]:
                 continue
             used_by_share[share] += tokens
             chosen.append(hit)
@@ -99,8 +112,8 @@ def pack(
             break
         if id(hit) in chosen_ids:
             continue
-        tokens = cost_of(hit)
-        if tokens == 0 or used + tokens > budget:
+        tokens = cost_of(hit, budget - used)
+        if not tokens or used + tokens > budget:
             continue
         used += tokens
         used_by_share[share_of(hit)] += tokens

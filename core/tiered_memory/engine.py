@@ -619,6 +619,8 @@ class AsyncTieredMemory:
             max_items=limit,
             shares=self.policy.budget,
             count_tokens=self.tokens.count,
+            # a counter that knows a cheap lower bound (TiktokenCounter) says so
+            min_tokens=getattr(self.tokens, "min_count", None),
         )
         chosen = packing.chosen
         text = "\n".join(render_line(h) for h in chosen)

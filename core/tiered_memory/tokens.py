@@ -51,6 +51,15 @@ class TiktokenCounter:
             self._encoding = _load_encoding(self._encoding_name)
         return self._encoding
 
+    @staticmethod
+    def min_count(text: str) -> int:
+        """A lower bound on `count(text)`, without tokenising: the number of words.
+
+        Every tiktoken encoding splits text into pieces before BPE, and no piece spans
+        two whitespace-separated words, so each word costs at least one token.
+        """
+        return len(text.split())
+
     def count(self, text: str) -> int:
         if not text:
             return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiered_memory.budget import pack, render_line, share_caps, share_of
 from tiered_memory.models import Hit, Memory, ScoreTerms, Tier
@@ -131,3 +133,31 @@ def test_pinned_memories_claim_their_share_whatever_their_relevance() -> None:
     shares = BudgetShares(pinned=0.1, hot=0.3, warm=0.3, cold=0.3)
     p = pack([*better, pinned], budget=100, max_items=20, shares=shares, count_tokens=words)
     assert "m1" in {h.memory.id for h in p.chosen}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=40),
+    budget=st.integers(min_value=0, max_value=600),
+    max_items=st.integers(min_value=1, max_value=30),
+)
+def test_a_lower_bound_on_tokens_never_changes_the_choice(
+    sizes: list[int], budget: int, max_items: int
+) -> None:
+    tiers = [Tier.HOT, Tier.WARM, Tier.COLD]
+    hits = sorted_hits(
+        [hit(i, tiers[i % 3], 1.0 - i * 0.01, n_words=n) for i, n in enumerate(sizes)]
+    )
+    exact = pack(
+        hits, budget=budget, max_items=max_items, shares=BudgetShares(), count_tokens=words
+    )
+    bounded = pack(
+        hits,
+        budget=budget,
+        max_items=max_items,
+        shares=BudgetShares(),
+        count_tokens=words,
+        min_tokens=lambda line: len(line.split()) - 1,  # a valid bound, one short
+    )
+    assert [h.memory.id for h in bounded.chosen] == [h.memory.id for h in exact.chosen]
+    assert bounded.used == exact.used

@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiered_memory import ConfigurationError, HashingEmbedder, as_embedder
 from tiered_memory.tokens import TiktokenCounter
@@ -95,3 +97,20 @@ def test_framework_embeddings_are_adapted_by_their_methods() -> None:
 
     with pytest.raises(ConfigurationError, match="not an embedder"):
         as_embedder(SyncOnly())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=0, max_size=200))
+def test_word_count_is_a_lower_bound_on_tokens(text: str) -> None:
+    # budget.pack skips lines by this bound without tokenising them: it must never
+    # exceed the real count, whatever the text (punctuation, digits, CJK, whitespace)
+    counter = TiktokenCounter()
+    assert TiktokenCounter.min_count(text) <= counter.count(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["- a b c", "- don't stop", "- 1234567 89", "- 東京 タワー", "- ...!!! ???", "-  \t  x"],
+)
+def test_word_count_bound_on_awkward_lines(text: str) -> None:
+    assert TiktokenCounter.min_count(text) <= TiktokenCounter().count(text)
