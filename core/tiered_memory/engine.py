@@ -528,6 +528,7 @@ class AsyncTieredMemory:
         include_forgotten: bool = False,
         force_ids: frozenset[str] = frozenset(),
         ids: Sequence[str] | None = None,
+        fill: int | None = None,
     ) -> SearchPlan:
         meta = validation.check_filters(metadata)
         types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
@@ -545,6 +546,7 @@ class AsyncTieredMemory:
             weights=resolve_fusion_weights(self.policy.fusion, weights),
             filters=filters,
             force_ids=force_ids,
+            fill=fill,
         )
 
     async def _search(
@@ -607,6 +609,7 @@ class AsyncTieredMemory:
             metadata,
             force_ids=pinned_ids,
             ids=ids,
+            fill=limit,
         )
         hits = (
             await self._search(ns, query, plan, query_embedding)

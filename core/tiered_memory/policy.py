@@ -122,6 +122,14 @@ class RetrievalPolicy(BaseModel):
     model_config = _FROZEN
 
     candidates: int = Field(default=50, ge=1, description="vector and lexical top-N per phase")
+    cold_candidates: int = Field(
+        default=25,
+        ge=1,
+        description=(
+            "vector and lexical top-N of the COLD phase, or the items still missing if"
+            " more: COLD fills what the active tiers lacked"
+        ),
+    )
     noise_floor: float = Field(
         default=0.05, description="raw cosine under which a vector-only candidate is dropped"
     )

@@ -89,6 +89,7 @@ class SearchPlan:
     filters: SearchFilter = field(default_factory=SearchFilter)
     graph: bool = True
     force_ids: frozenset[str] = frozenset()  # explain(): always score these
+    fill: int | None = None  # items the caller will use (recall's max_items); default k
 
 
 def archived_view(record: ArchiveRecord) -> Memory:
@@ -161,7 +162,13 @@ class Retriever:
 
         found = self._found(pool, plan.weights)
         if explicit is None and (plan.deep or found < plan.k):
-            await self._search_tiers(namespace, text, query, COLD_ONLY, n, filters, pool, phase=3)
+            # COLD fills what the active tiers lacked: enough for the items still
+            # missing, not a second full candidate set
+            wanted = plan.k if plan.fill is None else plan.fill
+            cold_n = min(n, max(rp.cold_candidates, wanted - found))
+            await self._search_tiers(
+                namespace, text, query, COLD_ONLY, cold_n, filters, pool, phase=3
+            )
             found = self._found(pool, plan.weights)
 
         archived: list[tuple[ArchiveRecord, float]] = []

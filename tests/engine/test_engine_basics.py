@@ -19,6 +19,7 @@ from tiered_memory import (
     MemoryType,
     NotFoundError,
     Policy,
+    RetrievalPolicy,
     ScoringWeights,
     Tier,
     TieredMemory,
@@ -410,3 +411,36 @@ def test_integers_beyond_64_bits_are_refused_in_metadata_and_filters(
     assert [m.id for m in mem.list(namespace="ns")] == [kept.id]
     hits = mem.search("memory", namespace="ns", metadata={"n": 2**63 - 1})
     assert [h.memory.id for h in hits] == [kept.id]
+
+
+def test_cold_phase_fetches_what_the_active_tiers_lacked(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    def engine(cold_candidates: int) -> TieredMemory:
+        policy = Policy(retrieval=RetrievalPolicy(cold_candidates=cold_candidates))
+        return TieredMemory.embedded(
+            tmp_path / f"c{cold_candidates}.db",
+            embedder=HashingEmbedder(),
+            clock=clock,
+            policy=policy,
+        )
+
+    considered = {}
+    for n in (10, 60):
+        mem = engine(n)
+        try:
+            added = mem.add_many(
+                [f"harbour note {i}: the ferry left pier {i % 7}" for i in range(120)],
+                namespace="ns",
+                dedup=False,
+                link=False,
+            )
+            for m in added:
+                mem.demote(m.id, Tier.COLD, namespace="ns")
+            inj = mem.recall("ferry harbour pier", namespace="ns", max_items=5, record_use=False)
+            assert len(inj.items) == 5  # COLD still fills the budget when nothing is active
+            assert all(h.tier is Tier.COLD for h in inj.items)
+            considered[n] = inj.considered
+        finally:
+            mem.close()
+    assert considered[10] <= 2 * 10 < considered[60]
