@@ -96,15 +96,6 @@ def memory(memory_id: str, vector: list[float], **fields: Any) -> Memory:
     )
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteMemoryStore]:
-    store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 class TestSQLiteFile:
     async def test_durability_pragmas_and_schema_version(self, store: SQLiteMemoryStore) -> None:
         with store.database.read() as conn:

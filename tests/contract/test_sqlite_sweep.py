@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,15 +16,6 @@ from tiered_memory.stores.sqlite_sweep import scan_index, tier_literal
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"
 DIM = 8
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteMemoryStore]:
-    s = await SQLiteMemoryStore.open(tmp_path / "m.db")
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def memories(n: int, seed: int = 0) -> list[Memory]:

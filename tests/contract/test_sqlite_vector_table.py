@@ -5,7 +5,6 @@ partitions (not reloaded) by a bulk `set_tier`."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -63,15 +62,6 @@ def _rewrite_as_version_2(path: Path) -> None:
         conn.commit()
     finally:
         conn.close()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteMemoryStore]:
-    s = await SQLiteMemoryStore.open(tmp_path / "m.db")
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def test_a_schema_2_file_keeps_every_vector_bit_exact(tmp_path: Path) -> None:
