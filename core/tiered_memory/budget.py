@@ -1,9 +1,15 @@
 """Tier-aware token budgets (DESIGN.md section 4), as a pure packing function.
 
-Each share (pinned, HOT, WARM, COLD; archived hits use COLD's) is filled best-score
-first with the hits relevant enough to claim it (pinned memories always are);
-whatever a share leaves unused then goes to the best remaining hits of any tier, so a
-short tier never wastes the budget and a weak hit never crowds out a better one.
+The budget is filled best score first: the score already weighs a memory's tier,
+freshness and use, so the packer only has to be faithful to it. A reservation (the
+pinned share by default; tier shares when a Policy sets them) lets a share's best lines
+in before the rest, as long as they are relevant enough to claim it; everything else
+competes for the remaining room in score order.
+
+Why best-first and not "fill each tier's share in turn": when shares filled in tier
+order, a weak HOT line took room that a stronger COLD line needed, and a larger budget
+could inject a worse context. Best-first packing is monotone in the budget: raising
+the budget never drops a line except for a better-ranked one (property-tested).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class Packing:
 
 
 def share_caps(budget: int, shares: BudgetShares) -> dict[str, int]:
+    """Tokens each share reserves out of `budget`."""
     return {
         "pinned": int(budget * shares.pinned),
         "hot": int(budget * shares.hot),
@@ -51,76 +58,99 @@ def share_caps(budget: int, shares: BudgetShares) -> dict[str, int]:
     }
 
 
+class _Costs:
+    """Token counts, taken on first look and never up front.
+
+    `min_tokens`, when the counter can give one, is a cheap lower bound on a line's
+    tokens: once the budget is nearly full, lines that cannot fit are skipped without
+    being tokenised (otherwise the last few tokens cost a count of every candidate).
+    """
+
+    def __init__(
+        self, count_tokens: Callable[[str], int], min_tokens: Callable[[str], int] | None
+    ) -> None:
+        self.count_tokens = count_tokens
+        self.min_tokens = min_tokens
+        self.counted: dict[int, int] = {}
+        self.floors: dict[int, int] = {}
+
+    def fitting(self, hit: Hit, room: int) -> int | None:
+        """The hit's tokens when it fits in `room`, else None."""
+        key = id(hit)
+        tokens = self.counted.get(key)
+        if tokens is None:
+            floor = self.floors.get(key)
+            if floor is None and self.min_tokens is not None:
+                floor = self.floors[key] = self.min_tokens(render_line(hit))
+            if floor is not None and floor > room:
+                return None
+            tokens = self.counted[key] = self.count_tokens(render_line(hit))
+        return tokens if 0 < tokens <= room else None
+
+
 def pack(
     hits: Sequence[Hit],
     *,
     budget: int,
-    max_items: int,
     shares: BudgetShares,
     count_tokens: Callable[[str], int],
+    max_items: int | None = None,
     min_tokens: Callable[[str], int] | None = None,
 ) -> Packing:
     """Choose hits for the prompt. `hits` must be sorted best first.
 
     Items are all-or-nothing (a memory is never cut mid-sentence); an item too large
-    for what is left is skipped and smaller ones after it may still fit.
-    `min_tokens`, when the counter can give one, is a cheap lower bound on a line's
-    tokens: once the budget is nearly full, lines that cannot fit are skipped without
-    being tokenised (otherwise the last few tokens cost a count of every candidate).
+    for what is left is skipped and smaller ones after it may still fit. `max_items`,
+    when given, stops the packing after that many lines (the budget is what binds by
+    default).
     """
     caps = share_caps(budget, shares)
-    counted: dict[int, int] = {}
-    floors: dict[int, int] = {}
-
-    def cost_of(hit: Hit, room: int) -> int | None:
-        """The hit's tokens, or None when it certainly does not fit in `room`."""
-        key = id(hit)
-        if key in counted:
-            return counted[key]
-        if key in floors and floors[key] > room:
-            return None
-        line = render_line(hit)
-        if min_tokens is not None:
-            floors[key] = min_tokens(line)
-            if floors[key] > room:
-                return None
-        counted[key] = count_tokens(line)  # counted on first look, never up front
-        return counted[key]
-
+    costs = _Costs(count_tokens, min_tokens)
     used_by_share = dict.fromkeys(SHARE_ORDER, 0)
     chosen: list[Hit] = []
-    chosen_ids: set[int] = set()
+    taken: set[int] = set()
+    used = 0
 
+    def full() -> bool:
+        return max_items is not None and len(chosen) >= max_items
+
+    def take(hit: Hit, tokens: int) -> None:
+        nonlocal used
+        used += tokens
+        used_by_share[share_of(hit)] += tokens
+        chosen.append(hit)
+        taken.add(id(hit))
+
+    # Reservations: a share's best lines first, within the share. A line must be
+    # relevant enough to claim room ahead of better-scored lines of other shares
+    # (pinned memories always are: pinning says "always consider this").
     for share in SHARE_ORDER:
+        if caps[share] <= 0:
+            continue
+        reserved = 0
         for hit in hits:
-            if len(chosen) >= max_items:
+            if full():
                 break
             if share_of(hit) != share:
                 continue
             if share != "pinned" and hit.terms.relevance < shares.reserve_min_relevance:
-                continue  # too weak to claim a reservation; it may still get leftovers
-            tokens = cost_of(hit, caps[share] - used_by_share[share])
-            if not tokens or used_by_share[share] + tokens > caps[share]:
                 continue
-            used_by_share[share] += tokens
-            chosen.append(hit)
-            chosen_ids.add(id(hit))
+            tokens = costs.fitting(hit, min(caps[share] - reserved, budget - used))
+            if tokens is None:
+                continue
+            reserved += tokens
+            take(hit, tokens)
 
-    used = sum(used_by_share.values())
-    for hit in hits:  # leftovers, best first, any tier
-        if len(chosen) >= max_items:
+    for hit in hits:  # everything else, best score first
+        if full():
             break
-        if id(hit) in chosen_ids:
+        if id(hit) in taken:
             continue
-        tokens = cost_of(hit, budget - used)
-        if not tokens or used + tokens > budget:
-            continue
-        used += tokens
-        used_by_share[share_of(hit)] += tokens
-        chosen.append(hit)
-        chosen_ids.add(id(hit))
+        tokens = costs.fitting(hit, budget - used)
+        if tokens is not None:
+            take(hit, tokens)
 
     for hit in chosen:
-        hit.tokens = counted[id(hit)]
+        hit.tokens = costs.counted[id(hit)]
     chosen.sort(key=lambda h: (SHARE_ORDER.index(share_of(h)) != 0, -h.score))
     return Packing(chosen=chosen, tokens_by_share=used_by_share, used=used)

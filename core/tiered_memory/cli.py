@@ -441,7 +441,7 @@ def explain(
 def recall(
     query: Annotated[str, typer.Argument(help="the prompt to find context for")],
     budget: Annotated[int | None, typer.Option(help="tokens [default: policy, 1000]")] = None,
-    max_items: Annotated[int | None, typer.Option(help="[default: policy, 20]")] = None,
+    max_items: Annotated[int | None, typer.Option(help="[default: no cap]")] = None,
     deep: Annotated[bool, typer.Option("--deep", help="also archived summaries")] = False,
     namespace: NamespaceOpt = None,
     db: DbOpt = None,

@@ -592,15 +592,21 @@ class AsyncTieredMemory:
         limit = (
             validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
         )
+        # enough candidates to fill the budget: with no item cap the budget binds
+        wanted = (
+            limit
+            if limit is not None
+            else min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
+        )
         pinned_ids: frozenset[str] = frozenset()
         if tiers is None and ids is None and not metadata and not memory_types:
             # pinned memories are always candidates, unless the caller narrowed the search
             pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
+                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
             )
             pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
         plan = self._plan(
-            max(rp.candidates, limit),
+            max(rp.candidates, wanted),
             deep,
             include_archived,
             tiers,
@@ -609,7 +615,7 @@ class AsyncTieredMemory:
             metadata,
             force_ids=pinned_ids,
             ids=ids,
-            fill=limit,
+            fill=wanted,
         )
         hits = (
             await self._search(ns, query, plan, query_embedding)

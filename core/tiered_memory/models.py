@@ -214,7 +214,7 @@ class Hit(BaseModel):
     tier: Tier
     score: float
     terms: ScoreTerms
-    phase: int = 1  # 1 active, 2 graph, 3 cold, 4 archived
+    phase: int = 1  # 1 active, 2 graph, 3 cold, 4 archived, 5 context (a hit's neighbour)
     via: str | None = None  # the seed id, when reached through an association
     tokens: int = 0  # set when packed into an Injection
 

@@ -85,36 +85,38 @@ class FusionWeights(BaseModel):
 
 
 class BudgetShares(BaseModel):
-    """How an injection budget is split across tiers before leftovers are shared.
+    """Reservations inside an injection budget; the rest is filled best score first.
 
-    Tuned on the LoCoMo dev split: at DESIGN.md's first 45 % the running session's
-    turns filled almost half of every budget before an older, relevant memory was
-    considered; WARM (the memories that proved useful) is the primary target. A
-    share is a reservation for relevant memories only (`reserve_min_relevance`): a
-    weak hit that claimed its tier's share pushed a better hit of another tier out.
+    Pinned memories reserve a quarter of the budget (pinning says "always consider
+    this"). Tier shares are reservations too, off by default: on the LoCoMo dev split,
+    tier shares filled in tier order let weaker HOT/WARM lines take the room better
+    lines of another tier needed, and a larger budget could inject a worse context.
+    The tiers act through the score and through what is searched instead. Set a tier's
+    share to guarantee its best relevant lines room ahead of better lines of other
+    tiers (a trade: the packing is then no longer faithful to the score).
     """
 
     model_config = _FROZEN
 
     pinned: float = Field(default=0.25, ge=0.0, le=1.0)
-    hot: float = Field(default=0.15, ge=0.0, le=1.0)
-    warm: float = Field(default=0.35, ge=0.0, le=1.0)
-    cold: float = Field(default=0.25, ge=0.0, le=1.0)  # archived hits share COLD's
+    hot: float = Field(default=0.0, ge=0.0, le=1.0)
+    warm: float = Field(default=0.0, ge=0.0, le=1.0)
+    cold: float = Field(default=0.0, ge=0.0, le=1.0)  # archived hits share COLD's
     reserve_min_relevance: float = Field(
         default=0.5,
         ge=0.0,
         le=1.0,
         description=(
-            "fused relevance a hit needs to claim its tier's reserved share; weaker hits"
-            " only compete for what is left, best score first"
+            "fused relevance a hit needs to claim a tier's reservation; weaker hits only"
+            " compete for what is left, best score first"
         ),
     )
 
     @model_validator(mode="after")
-    def _sum_to_one(self) -> BudgetShares:
+    def _at_most_the_budget(self) -> BudgetShares:
         total = self.pinned + self.hot + self.warm + self.cold
-        if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"budget shares must sum to 1.0, got {total:.4f}")
+        if total > 1.0 + 1e-6:
+            raise ValueError(f"budget shares must sum to at most 1.0, got {total:.4f}")
         return self
 
 
@@ -155,13 +157,53 @@ class RetrievalPolicy(BaseModel):
             " own rather than through an association"
         ),
     )
+    context_seeds: int = Field(
+        default=10,
+        ge=0,
+        description=(
+            "the best hits whose neighbours in time (the memory written just before and"
+            " after) join the candidates: the turn after a question often holds its"
+            " answer. 0 turns this off"
+        ),
+    )
+    context_window: timedelta = Field(
+        default=timedelta(minutes=10),
+        description="how far apart in time a neighbour may be to count as a hit's context",
+    )
+    context_decay: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "a neighbour scores at least this share of its hit's score, so it follows"
+            " the hit into the budget when there is room (LoCoMo dev split: 0.75-0.85)"
+        ),
+    )
     graph_depth: int = Field(default=1, ge=1, le=3)
     graph_seeds: int = Field(default=5, ge=0)
     graph_min_weight: float = Field(default=0.1, ge=0.0, le=1.0)
     graph_cooldown_seconds: float = Field(
         default=30.0, ge=0.0, description="skip the graph this long after it failed"
     )
-    max_items: int = Field(default=20, ge=1)
+    max_items: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "lines per injection; None lets the budget decide (a 20-line cap made a"
+            " 2,000-token budget inject a worse context than 1,000)"
+        ),
+    )
+    tokens_per_candidate: int = Field(
+        default=12,
+        ge=1,
+        description=(
+            "recall searches max(candidates, budget / this) candidates, so a large"
+            " budget is never short of lines to fill it"
+        ),
+    )
+    max_candidates: int = Field(
+        default=1000, ge=1, description="the most candidates a budget may ask for"
+    )
     default_budget_tokens: int = Field(default=1000, ge=0)
     archived_limit: int = Field(default=3, ge=0)
 

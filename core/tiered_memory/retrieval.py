@@ -4,6 +4,8 @@
 2. Graph: neighbours of the best phase-1 hits (a COLD neighbour can come back).
 3. COLD: when phase 1 found fewer than k hits above the relevance threshold, or deep.
 4. ARCHIVED summaries: when deep/include_archived, or nothing above the threshold.
+5. Context: the memories written just before and after the best hits, scored at least a
+   share of their hit's score (the turn after a question often holds the answer).
 
 Everything here is per namespace; the ports enforce it in their own queries.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -41,6 +43,16 @@ class SupportsCosines(Protocol):
     ) -> dict[str, float]: ...
 
 
+@runtime_checkable
+class SupportsAdjacent(Protocol):
+    """A store that can list the memories written just before and after others (the
+    embedded one keeps a (namespace, created_at) index); others skip phase 5."""
+
+    async def adjacent(
+        self, namespace: str, ids: Sequence[str], *, within: timedelta, per_side: int
+    ) -> dict[str, list[Memory]]: ...
+
+
 @dataclass
 class Candidate:
     memory: Memory
@@ -49,6 +61,7 @@ class Candidate:
     lexical: float | None = None
     graph: float | None = None
     via: str | None = None
+    context: bool = False  # a neighbour in time of a strong hit
 
 
 @dataclass
@@ -62,7 +75,7 @@ class CandidatePool:
         if cand is None:
             cand = Candidate(memory=memory, phase=phase)
             self.by_id[memory.id] = cand
-        elif cand.phase == 2 and phase in (1, 3):
+        elif cand.phase in (2, 5) and phase in (1, 3):
             # found directly too: it is not "reached through an association"
             cand.phase = phase
         for name, value in signals.items():
@@ -187,7 +200,69 @@ class Retriever:
             await self._force(namespace, text, query, plan, pool, archived)
 
         hits = self.rank(pool, archived, plan, now)
+        if explicit is None and rp.context_seeds > 0 and isinstance(self.store, SupportsAdjacent):
+            hits = await self._with_context(
+                namespace, query, plan, filters, pool, archived, hits, now
+            )
         return SearchResults(hits, degraded=bool(degraded), reasons=degraded)
+
+    async def _with_context(
+        self,
+        namespace: str,
+        query: Vector,
+        plan: SearchPlan,
+        filters: SearchFilter,
+        pool: CandidatePool,
+        archived: list[tuple[ArchiveRecord, float]],
+        hits: list[Hit],
+        now: datetime,
+    ) -> list[Hit]:
+        """Phase 5: a strong hit's neighbours in time follow it into the ranking.
+
+        A neighbour scores at least `context_decay` of its hit's score, so it comes
+        right after the hit when the budget has room, never before it. Only memories
+        the query's filters allow join; a filter the store applies (metadata) keeps
+        the phase off, since neighbours are not fetched through it.
+        """
+        rp = self.policy.retrieval
+        assert isinstance(self.store, SupportsAdjacent)
+        if filters.metadata or filters.ids is not None:
+            return hits
+        seeds = [h for h in hits if not h.archived][: rp.context_seeds]
+        if not seeds:
+            return hits
+        around = await self.store.adjacent(
+            namespace, [h.memory.id for h in seeds], within=rp.context_window, per_side=1
+        )
+        neighbours = {m.id: m for ms in around.values() for m in ms if self._allowed(m, filters)}
+        fresh = [i for i in neighbours if i not in pool.by_id]
+        cosines = await self._cosines(namespace, query, fresh)
+        ranked_ids = {h.memory.id for h in hits}
+        changed = False
+        for memory in neighbours.values():
+            cand = pool.by_id.get(memory.id) or pool.add(memory, 5, cosine=cosines.get(memory.id))
+            cand.context = True  # passes the noise floor: its hit vouches for it
+            changed = changed or memory.id not in ranked_ids
+        ranked = self.rank(pool, archived, plan, now) if changed else hits
+        by_id = {h.memory.id: h for h in ranked if not h.archived}
+        for seed in seeds:
+            hit = by_id.get(seed.memory.id)
+            if hit is None:
+                continue
+            floor = rp.context_decay * hit.score
+            for neighbour in around.get(seed.memory.id, []):
+                near = by_id.get(neighbour.id)
+                if near is not None and near.score < floor:
+                    near.score = floor
+                    near.terms.score = floor
+                    if near.phase == 2:
+                        continue  # reached through an association: that path explains it
+                    if near.phase == 5 or not self._is_related(
+                        pool.by_id[near.memory.id], plan.weights
+                    ):
+                        near.phase, near.via = 5, seed.memory.id
+        ranked.sort(key=lambda h: h.score, reverse=True)
+        return ranked
 
     async def _search_tiers(
         self,
@@ -372,6 +447,7 @@ class Retriever:
             c
             for c in pool.by_id.values()
             if c.memory.id in plan.force_ids
+            or c.context
             or (lexical_only and c.lexical)
             or passes_noise_floor(
                 c.cosine,

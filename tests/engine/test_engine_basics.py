@@ -417,7 +417,9 @@ def test_cold_phase_fetches_what_the_active_tiers_lacked(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     def engine(cold_candidates: int) -> TieredMemory:
-        policy = Policy(retrieval=RetrievalPolicy(cold_candidates=cold_candidates))
+        # no context phase: this counts what the COLD phase fetched
+        retrieval = RetrievalPolicy(cold_candidates=cold_candidates, context_seeds=0)
+        policy = Policy(retrieval=retrieval)
         return TieredMemory.embedded(
             tmp_path / f"c{cold_candidates}.db",
             embedder=HashingEmbedder(),

@@ -714,6 +714,49 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
                     out[row[0]] = float(unit(_from_blob(row[1])) @ q)
         return out
 
+    async def adjacent(
+        self, namespace: str, ids: Sequence[str], *, within: timedelta, per_side: int
+    ) -> dict[str, list[Memory]]:
+        """The live memories written just before and after each of `ids` (at most
+        `per_side` each way, no further apart than `within`), for a hit's context.
+
+        Insertion order breaks ties between memories of one timestamp, so a batch added
+        at once keeps its order. Forgotten and superseded memories are left out.
+        """
+        ns = _check_namespace(namespace)
+        out: dict[str, list[Memory]] = {}
+        if not ids or per_side <= 0:
+            return out
+        gap = int(within.total_seconds() * 1_000_000)
+        live = "tier IN ('hot', 'warm', 'cold') AND do_not_inject = 0 AND superseded_by IS NULL"
+        await self._db.gate()
+        with self._db.read() as conn:
+            origins = conn.execute(
+                f"SELECT id, created_at, pk FROM memories WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(list(dict.fromkeys(ids)))),
+            ).fetchall()
+            for origin_id, created, pk in origins:
+                rows: list[sqlite3.Row] = []
+                for before in (True, False):
+                    if before:
+                        order = "created_at DESC, pk DESC"
+                        side = "(created_at < ? OR (created_at = ? AND pk < ?)) AND created_at >= ?"
+                        bound = created - gap
+                    else:
+                        order = "created_at, pk"
+                        side = "(created_at > ? OR (created_at = ? AND pk > ?)) AND created_at <= ?"
+                        bound = created + gap
+                    rows.extend(
+                        conn.execute(
+                            f"SELECT {_columns('m', False)} FROM memories AS m "
+                            f"INDEXED BY memories_created WHERE namespace = ? AND {side} "
+                            f"AND {live} ORDER BY {order} LIMIT ?",
+                            (ns, created, created, pk, bound, per_side),
+                        ).fetchall()
+                    )
+                out[origin_id] = [_memory(row, False) for row in rows]
+        return out
+
     async def vector_search(
         self,
         namespace: str,

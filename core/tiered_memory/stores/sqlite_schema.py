@@ -134,6 +134,9 @@ _SCHEMA = [
     "DROP INDEX IF EXISTS memories_tier_used",
     "DROP INDEX IF EXISTS memories_tier_cold",
     "DROP INDEX IF EXISTS memories_tier_changed",
+    # A hit's context: the memories written just before and after it (`adjacent`).
+    """CREATE INDEX IF NOT EXISTS memories_created
+        ON memories (namespace, created_at, pk)""",
     # The few pinned memories, which recall() scans for on every call.
     """CREATE INDEX IF NOT EXISTS memories_pinned
         ON memories (namespace, tier, id) WHERE pinned = 1""",
