@@ -29,6 +29,7 @@ from .models import (
     Stats,
     Tier,
 )
+from .namespaces import PathNamespace
 from .policy import (
     ArchivalPolicy,
     AssociationPolicy,
@@ -73,6 +74,7 @@ __all__ = [
     "MissingDependencyError",
     "NamespaceError",
     "NotFoundError",
+    "PathNamespace",
     "Policy",
     "RetrievalPolicy",
     "ScoreTerms",

@@ -11,14 +11,22 @@ from typing import Any
 import numpy as np
 
 from .errors import DimensionMismatchError, NamespaceError, ValidationError
+from .namespaces import MARK, PathNamespace
 from .policy import Limits
 from .ports import MetadataFilter, Vector
 
 
 def check_namespace(namespace: str, limits: Limits) -> str:
-    """Namespaces are opaque strings: any text is stored literally, but not empty ones."""
+    """Namespaces are opaque strings: any text is stored literally, but not empty ones,
+    and not the mark of a path namespace, which only a `PathNamespace` may carry (so no
+    text a caller passes can name a face's namespace)."""
     if not isinstance(namespace, str):
         raise NamespaceError(f"namespace must be a string, got {type(namespace).__name__}")
+    if MARK in namespace and not isinstance(namespace, PathNamespace):
+        raise NamespaceError(
+            "namespace contains U+FDD0, which marks namespaces built from a path of labels "
+            "(a LangGraph store's); name one with tiered_memory.PathNamespace(labels)"
+        )
     if not namespace.strip():
         raise NamespaceError("namespace is empty; pass e.g. namespace='user-42'")
     if len(namespace) > limits.max_namespace_chars:
