@@ -3,9 +3,11 @@
 LangGraph agents, and LangMem's memory tools, read and write through `BaseStore`;
 this adapter lets them use tiered memory unchanged. The mapping:
 
-- a LangGraph namespace tuple is one memory namespace, `<prefix>:<JSON array>`
-  (ASCII-escaped), so the mapping is reversible whatever the labels hold and the
-  store's namespaces never mix with namespaces used directly;
+- a LangGraph namespace tuple is one memory namespace, the core's
+  `PathNamespace((prefix, *labels))`: reversible whatever the labels hold, no two
+  tuples share one, and no namespace a direct caller can type is one of them
+  (namespaces stored by earlier versions as `langgraph:[...]` are not read; see
+  docs/namespaces.md);
 - an item key is the memory id, its value is the memory's metadata (a JSON object),
   and the text embedded and searched is the value's `index` fields (or the whole
   value as JSON);
@@ -19,7 +21,6 @@ this adapter lets them use tiered memory unchanged. The mapping:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ from tiered_memory import (
     Memory,
     MemoryInput,
     NotFoundError,
+    PathNamespace,
     TieredMemory,
     ValidationError,
 )
@@ -94,30 +96,28 @@ class TieredMemoryStore(BaseStore):
                 "embeddings to TieredMemory.embedded(embedder=...) and give index only "
                 "'fields'"
             )
-        if not namespace_prefix or ":" in namespace_prefix:
-            raise ConfigurationError("namespace_prefix must be non-empty and contain no ':'")
+        if not isinstance(namespace_prefix, str) or not namespace_prefix.strip():
+            raise ConfigurationError("namespace_prefix must be a non-empty string")
         self.memory = memory
         self.index_fields: list[str] = list((index or {}).get("fields") or ["$"])
         self.namespace_prefix = namespace_prefix
+        self._listing_prefix = PathNamespace((namespace_prefix,)).descendants_prefix
 
     # -- namespace mapping ------------------------------------------------------------
 
-    def encode_namespace(self, namespace: tuple[str, ...]) -> str:
-        labels = json.dumps(list(namespace), ensure_ascii=True, separators=(",", ":"))
-        return f"{self.namespace_prefix}:{labels}"
+    def encode_namespace(self, namespace: tuple[str, ...]) -> PathNamespace:
+        """The memory namespace of a LangGraph namespace (pass it as `namespace=`)."""
+        return PathNamespace((self.namespace_prefix, *namespace))
 
     def decode_namespace(self, name: str) -> tuple[str, ...] | None:
         """The LangGraph namespace of a memory namespace, or None if not one of ours."""
-        head, sep, labels = name.partition(":")
-        if head != self.namespace_prefix or not sep:
+        path = PathNamespace.parse(name)
+        if path is None:
             return None
-        try:
-            decoded = json.loads(labels)
-        except ValueError:
+        prefix, *labels = path.labels
+        if prefix != self.namespace_prefix or not labels:
             return None
-        if not isinstance(decoded, list) or not all(isinstance(x, str) for x in decoded):
-            return None
-        return tuple(decoded)
+        return tuple(labels)
 
     # -- batch ------------------------------------------------------------------------
 
@@ -181,8 +181,7 @@ class TieredMemoryStore(BaseStore):
         return "\n".join(texts)
 
     async def _namespaces(self) -> list[tuple[str, ...]]:
-        # The engine has no public namespace listing yet; its store port has one.
-        names = await self.memory.aio.store.namespaces()
+        names = await self.memory.aio.namespaces(prefix=self._listing_prefix)
         decoded = (self.decode_namespace(n) for n in names)
         return sorted(ns for ns in decoded if ns is not None)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
@@ -14,10 +16,12 @@ from langchain_tiered_memory import TieredMemoryStore
 from tiered_memory import (
     ConfigurationError,
     ManualClock,
+    NamespaceError,
     Tier,
     TieredMemory,
     ValidationError,
 )
+from tiered_memory.validation import check_namespace
 
 USER = ("memories", "user-42")
 
@@ -144,6 +148,75 @@ def test_decode_ignores_foreign_namespaces(store: TieredMemoryStore) -> None:
     assert store.decode_namespace("user-42") is None
     assert store.decode_namespace("langgraph:not json") is None
     assert store.decode_namespace('other:["a"]') is None
+    assert store.decode_namespace('langgraph:["user-42"]') is None  # the old, typeable form
+    assert (
+        store.decode_namespace(
+            TieredMemoryStore(store.memory, namespace_prefix="other").encode_namespace(("a",))
+        )
+        is None
+    )
+
+
+# LangGraph labels: non-empty, no '.', no NUL; ours also refuse control characters.
+_label = st.text(
+    st.characters(
+        blacklist_categories=("Cc", "Cs"), blacklist_characters=".", whitelist_characters="\t\ufdd0"
+    ),
+    min_size=1,
+    max_size=10,
+)
+_tuples = st.lists(_label, min_size=1, max_size=4).map(tuple)
+_SETTINGS = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_SETTINGS
+@given(_tuples, _tuples)
+def test_namespace_mapping_is_injective(
+    store: TieredMemoryStore, a: tuple[str, ...], b: tuple[str, ...]
+) -> None:
+    encoded = store.encode_namespace(a)
+    assert store.decode_namespace(encoded) == a
+    assert (encoded == store.encode_namespace(b)) == (a == b)
+
+
+@_SETTINGS
+@given(_tuples, st.text(max_size=60))
+def test_no_namespace_a_direct_caller_can_name_is_a_store_namespace(
+    store: TieredMemoryStore, labels: tuple[str, ...], plain: str
+) -> None:
+    """Whatever text a caller passes as `namespace=`, the core either refuses it or it
+    is none of the store's namespaces: not `labels` joined, quoted or encoded."""
+    encoded = store.encode_namespace(labels)
+    for text in (plain, ".".join(labels), ":".join(labels), str(encoded)):
+        try:
+            accepted = check_namespace(text, store.memory.aio.policy.limits)
+        except NamespaceError:
+            continue
+        assert accepted != encoded
+        assert store.decode_namespace(accepted) is None
+
+
+def test_direct_namespaces_and_store_namespaces_never_meet(
+    store: TieredMemoryStore, mem: TieredMemory
+) -> None:
+    """("user-42",) in the store and namespace="user-42" are different memories, and no
+    text a caller can pass, the store's old `langgraph:[...]` form included, is one of
+    the store's namespaces."""
+    mem.add("Direct caller: the user drinks coffee", namespace="user-42")
+    mem.add("Planted: the user drinks whisky", namespace='langgraph:["user-42"]')
+    store.put(("user-42",), "tea", {"content": "Store: the user drinks green tea"})
+    assert [i.key for i in store.search(("user-42",))] == ["tea"]
+    assert [h.value["content"] for h in store.search(("user-42",), query="drinks")] == [
+        "Store: the user drinks green tea"
+    ]
+    assert store.list_namespaces() == [("user-42",)]
+    assert [m.content for m in mem.list(namespace="user-42")] == [
+        "Direct caller: the user drinks coffee"
+    ]
+    with pytest.raises(NamespaceError):
+        mem.add("Planted", namespace=str(store.encode_namespace(("user-42",))))
+    assert store.list_namespaces() == [("user-42",)]
+    assert [i.key for i in store.search(("user-42",))] == ["tea"]
 
 
 def test_batch_runs_ops_in_order(store: TieredMemoryStore) -> None:
@@ -206,11 +279,20 @@ def test_items_age_like_memories(
     assert clock.now() - hit.created_at == timedelta(days=65)
 
 
+def test_stores_with_other_prefixes_do_not_meet(mem: TieredMemory) -> None:
+    stores = [TieredMemoryStore(mem, namespace_prefix=p) for p in ("a", "a:b", 'a","b', "ab")]
+    for i, store in enumerate(stores):
+        store.put(("b",), "k", {"content": f"item of store {i}"})
+    for i, store in enumerate(stores):
+        assert store.list_namespaces() == [("b",)]
+        assert [item.value["content"] for item in store.search(("b",))] == [f"item of store {i}"]
+
+
 def test_configuration_errors(mem: TieredMemory) -> None:
     with pytest.raises(ConfigurationError, match="embedder"):
         TieredMemoryStore(mem, index={"dims": 3, "embed": lambda texts: [[0.0] * 3]})
     with pytest.raises(ConfigurationError):
-        TieredMemoryStore(mem, namespace_prefix="a:b")
+        TieredMemoryStore(mem, namespace_prefix=" ")
     store = TieredMemoryStore(mem)
     with pytest.raises(NotImplementedError):
         store.put(USER, "k", {"content": "x"}, ttl=5)
