@@ -22,7 +22,7 @@ from typing_extensions import NotRequired
 
 from tiered_memory import MemoryInput, MemoryType, TieredMemory
 
-from ._common import DEFAULT_NAMESPACE, namespace_from, run_sync, thread_id
+from ._common import namespace_source, run_namespace, run_sync, thread_id
 from .tools import create_memory_tools
 
 DEFAULT_HEADER = (
@@ -227,8 +227,10 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         ```
 
     The namespace of a run is `context[namespace_key]` (a dict or an object with that
-    attribute), else `config["configurable"][namespace_key]`, else `namespace`: one
-    agent serves many users, and no user's memories reach another's prompt.
+    attribute), else `config["configurable"][namespace_key]`: one agent serves many
+    users, and no user's memories reach another's prompt. A run naming none raises
+    `ConfigurationError` before anything is recalled or stored; it never falls back to
+    a shared namespace. A single-user app can pass `namespace=` instead.
     """
 
     state_schema = TieredMemoryState  # type: ignore[assignment]
@@ -237,8 +239,8 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         self,
         memory: TieredMemory,
         *,
-        namespace: str = DEFAULT_NAMESPACE,
-        namespace_key: str | None = "user_id",
+        namespace: str | None = None,
+        namespace_key: str | None = None,
         budget_tokens: int | None = None,
         deep: bool = False,
         capture: bool = True,
@@ -249,9 +251,10 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         """
         Args:
             memory: The memory to recall from and capture into.
-            namespace: The namespace when the run names none.
-            namespace_key: Key of the run's context/configurable holding the namespace;
-                None always uses `namespace`.
+            namespace: One fixed namespace for every run (a single-user app); not
+                together with `namespace_key`.
+            namespace_key: Key of the run's context/configurable holding the namespace
+                (default `"user_id"` when `namespace` is not given).
             budget_tokens: Tokens of memory per prompt; None uses the memory policy's
                 default (1000).
             deep: Also recall COLD memories and archived summaries.
@@ -264,15 +267,16 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         if "{memories}" not in header:
             raise ValueError("header must contain '{memories}' where the memories go")
         self.memory = memory
-        self.namespace = namespace
-        self.namespace_key = namespace_key
+        self.namespace, self.namespace_key = namespace_source(
+            "TieredMemoryMiddleware", namespace, namespace_key
+        )
         self.budget_tokens = budget_tokens
         self.deep = deep
         self.capture = capture
         self.rules = rules or CaptureRules()
         self.header = header
         self.tools = (
-            create_memory_tools(memory, namespace, namespace_key=namespace_key)
+            create_memory_tools(memory, self.namespace, namespace_key=self.namespace_key)
             if include_tools
             else []
         )
@@ -280,7 +284,11 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
     # -- recall ---------------------------------------------------------------------
 
     def _namespace(self, runtime: Runtime[ContextT]) -> str:
-        return namespace_from(getattr(runtime, "context", None), self.namespace_key, self.namespace)
+        if self.namespace is not None:
+            return self.namespace
+        assert self.namespace_key is not None  # namespace_source gives one or the other
+        context = getattr(runtime, "context", None)
+        return run_namespace(self.namespace_key, "TieredMemoryMiddleware", context=context)
 
     def before_agent(
         self, state: TieredMemoryState[ResponseT], runtime: Runtime[ContextT]

@@ -10,18 +10,19 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
+from langchain_core.runnables import RunnableConfig
+from pydantic import Field, model_validator
 
 from tiered_memory import TieredMemory
 
-from ._common import DEFAULT_NAMESPACE, hit_document, run_sync
+from ._common import hit_document, namespace_source, run_namespace, run_sync
 
 _OVERRIDABLE = frozenset({"k", "namespace", "budget_tokens", "deep"})
 _IGNORED = frozenset({"verbose"})  # BaseRetriever.invoke forwards it to us
 
 
 class TieredMemoryRetriever(BaseRetriever):
-    """Retrieve memories of one namespace as `Document`s.
+    """Retrieve memories of the caller's namespace as `Document`s.
 
     Without `budget_tokens` this is a plain ranked search: the `k` best hits, and
     nothing counts as used. With `budget_tokens` the documents are exactly what
@@ -32,24 +33,66 @@ class TieredMemoryRetriever(BaseRetriever):
     metadata carries `id`, `tier`, `score`, `memory_type`, `created_at` (ISO 8601),
     `archived` and `pinned`, over the memory's own metadata.
 
+    The namespace of a call is the one its run names under `namespace_key` (default
+    `"user_id"`): the LangGraph runtime context, else `config["configurable"]`, as for
+    `TieredMemoryMiddleware`; a call naming none raises `ConfigurationError`. Give
+    `namespace` instead to fix one namespace (a single-user app).
+
     Example:
         ```python
-        retriever = TieredMemoryRetriever(memory=mem, namespace="user-42", k=5)
-        docs = retriever.invoke("what is my daughter called?")
+        retriever = TieredMemoryRetriever(memory=mem, k=5)
+        docs = retriever.invoke(
+            "what is my daughter called?", config={"configurable": {"user_id": "user-42"}}
+        )
         docs = retriever.invoke("...", k=2)  # per-call k, namespace, budget_tokens, deep
         ```
     """
 
     memory: TieredMemory
     """The memory to read; its async engine (`memory.aio`) serves `ainvoke`."""
-    namespace: str = DEFAULT_NAMESPACE
-    """Whose memories: every call stays inside this namespace."""
+    namespace: str | None = None
+    """One fixed namespace for every call; not together with `namespace_key`."""
+    namespace_key: str | None = None
+    """Key of the run's context or configurable naming the namespace (default `user_id`)."""
     k: int = Field(default=4, ge=1)
     """How many documents at most."""
     budget_tokens: int | None = Field(default=None, ge=0)
     """When set, return what `recall` injects within this many tokens, and record use."""
     deep: bool = False
     """Also search COLD memories and archived summaries (DESIGN.md phases 3 and 4)."""
+
+    @model_validator(mode="after")
+    def _one_namespace_source(self) -> TieredMemoryRetriever:
+        self.namespace, self.namespace_key = namespace_source(
+            "TieredMemoryRetriever", self.namespace, self.namespace_key
+        )
+        return self
+
+    def _with_namespace(
+        self, config: RunnableConfig | None, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The call's arguments with its namespace: given, fixed, or the run's.
+
+        Read here because `invoke` does not hand its config on to
+        `_get_relevant_documents`.
+        """
+        if "namespace" in kwargs:
+            return kwargs
+        if self.namespace is not None:
+            return {**kwargs, "namespace": self.namespace}
+        assert self.namespace_key is not None  # namespace_source gives one or the other
+        ns = run_namespace(self.namespace_key, "TieredMemoryRetriever", config=config)
+        return {**kwargs, "namespace": ns}
+
+    def invoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return super().invoke(input, config, **self._with_namespace(config, kwargs))
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return await super().ainvoke(input, config, **self._with_namespace(config, kwargs))
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -69,7 +112,7 @@ class TieredMemoryRetriever(BaseRetriever):
                 f"a call may override only {sorted(_OVERRIDABLE)}"
             )
         k: int = overrides.get("k", self.k)
-        namespace: str = overrides.get("namespace", self.namespace)
+        namespace: str = overrides["namespace"]  # set by invoke/ainvoke
         budget: int | None = overrides.get("budget_tokens", self.budget_tokens)
         deep: bool = overrides.get("deep", self.deep)
         engine = self.memory.aio

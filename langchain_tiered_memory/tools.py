@@ -1,6 +1,6 @@
 """The agent-facing memory tools of seed 002, as LangChain tools.
 
-`create_memory_tools(memory, namespace)` returns the nine of them. Each tool is one
+`create_memory_tools(memory)` returns the nine of them. Each tool is one
 engine call; the rules (what forget means, which promotions are allowed, how a score
 is made) are the engine's, and its errors reach the model as a tool message that
 says what went wrong, instead of ending the run.
@@ -25,7 +25,7 @@ from tiered_memory import (
     TieredMemoryError,
 )
 
-from ._common import DEFAULT_NAMESPACE, current_context, namespace_from, run_sync
+from ._common import namespace_source, run_namespace, run_sync
 
 TierName = Literal["hot", "warm", "cold", "archived"]
 MemoryTypeName = Literal["procedural", "factual", "project", "episodic"]
@@ -133,15 +133,18 @@ def _state(memory: Memory) -> str:
 
 
 class MemoryTool(BaseTool):
-    """Base of the memory tools: one namespace, errors as tool messages, sync and async.
+    """Base of the memory tools: the run's namespace, errors as tool messages, sync and
+    async.
 
-    `namespace_key`, when set, takes the namespace per run from the agent's runtime
-    context or `configurable` (as `TieredMemoryMiddleware` does), so one set of tools
-    serves many users; `namespace` is the fallback.
+    By default each call works in the namespace its run names under `user_id` (the
+    agent's runtime context, else `config["configurable"]`), as `TieredMemoryMiddleware`
+    does, so one set of tools serves many users; `namespace_key` names another key. A
+    run that names none fails with `ConfigurationError` rather than writing somewhere
+    nobody chose. `namespace` instead fixes one namespace, for a single-user app.
     """
 
     memory: TieredMemory
-    namespace: str = DEFAULT_NAMESPACE
+    namespace: str | None = None
     namespace_key: str | None = None
 
     def __init__(self, **data: Any) -> None:
@@ -149,12 +152,17 @@ class MemoryTool(BaseTool):
         # as the tool's answer rather than ending the agent run.
         data.setdefault("handle_tool_error", True)
         data.setdefault("handle_validation_error", _bad_arguments)
+        data["namespace"], data["namespace_key"] = namespace_source(
+            "the memory tools", data.get("namespace"), data.get("namespace_key")
+        )
         super().__init__(**data)
 
     def _resolve_namespace(self) -> str:
-        if self.namespace_key is None:
+        if self.namespace is not None:
             return self.namespace
-        return namespace_from(current_context(), self.namespace_key, self.namespace)
+        assert self.namespace_key is not None  # namespace_source gives one or the other
+        # Not a ToolException: the model cannot fix a run that names no user.
+        return run_namespace(self.namespace_key, "the memory tools")
 
     def _run(
         self, *args: Any, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any
@@ -369,14 +377,16 @@ TOOL_CLASSES: tuple[type[MemoryTool], ...] = (
 
 def create_memory_tools(
     memory: TieredMemory,
-    namespace: str = DEFAULT_NAMESPACE,
+    namespace: str | None = None,
     *,
     namespace_key: str | None = None,
 ) -> list[BaseTool]:
-    """The nine memory tools of seed 002, bound to `memory` and `namespace`.
+    """The nine memory tools of seed 002, bound to `memory`.
 
-    Pass `namespace_key="user_id"` to take the namespace from each run's context
-    instead (falling back to `namespace`), matching `TieredMemoryMiddleware`.
+    Each call works in the namespace its run names under `namespace_key` (default
+    `"user_id"`; the runtime context, else `config["configurable"]`), matching
+    `TieredMemoryMiddleware`; a run naming none raises `ConfigurationError`. Give
+    `namespace` instead to fix one namespace for every call (a single-user app).
     """
     return [
         cls(memory=memory, namespace=namespace, namespace_key=namespace_key) for cls in TOOL_CLASSES

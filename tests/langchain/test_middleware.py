@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,12 +10,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_tiered_memory import TieredMemoryMiddleware
+from langchain_tiered_memory import TieredMemoryMiddleware, create_memory_tools
 from langchain_tiered_memory.middleware import CaptureRules, TypeRule
 from tests.langchain.fakes import RecordingChatModel
-from tiered_memory import MemoryInput, MemoryType, TieredMemory
+from tiered_memory import ConfigurationError, MemoryInput, MemoryType, TieredMemory
 
 SYSTEM = "You are a helpful assistant."
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _agent(mem: TieredMemory, model: RecordingChatModel, **kwargs: Any) -> Any:
@@ -157,24 +159,139 @@ async def test_async_agent_recalls_across_threads(mem: TieredMemory) -> None:
     assert memory.memory_type is MemoryType.PROCEDURAL
 
 
-def test_namespace_from_configurable_and_fallback(mem: TieredMemory) -> None:
+def test_namespace_from_configurable(mem: TieredMemory) -> None:
     mem.add("The user's daughter is called Ava", namespace="dave")
-    mem.add("The user's son is called Leo", namespace="shared")
+    mem.add("The user's son is called Leo", namespace="erin")
     model = RecordingChatModel()
-    agent = create_agent(
-        model=model,
-        middleware=[TieredMemoryMiddleware(mem, namespace="shared", capture=False)],
-    )
-    agent.invoke(
-        {"messages": [HumanMessage("Who is my child?")]},
-        config={"configurable": {"user_id": "dave"}},
-    )
-    agent.invoke({"messages": [HumanMessage("Who is my child?")]})
+    agent = create_agent(model=model, middleware=[TieredMemoryMiddleware(mem, capture=False)])
+    for user in ("dave", "erin"):
+        agent.invoke(
+            {"messages": [HumanMessage("Who is my child?")]},
+            config={"configurable": {"user_id": user}},
+        )
     first, second = model.system_prompts()
     assert "Ava" in first
     assert "Leo" not in first
     assert "Leo" in second
     assert "Ava" not in second
+
+
+def test_a_fixed_namespace_serves_a_single_user_app(mem: TieredMemory) -> None:
+    mem.add("The user's son is called Leo", namespace="me")
+    model = RecordingChatModel()
+    agent = create_agent(
+        model=model, middleware=[TieredMemoryMiddleware(mem, namespace="me", capture=False)]
+    )
+    agent.invoke({"messages": [HumanMessage("Who is my child?")]})
+    assert "Leo" in model.system_prompts()[0]
+
+
+@pytest.mark.parametrize(
+    ("context", "config"),
+    [
+        (None, None),
+        ({"userid": "alice"}, None),  # misspelt
+        ({"user_id": "  "}, None),  # blank
+        (None, {"configurable": {"user": "alice"}}),
+    ],
+)
+def test_a_run_without_its_namespace_is_an_error(
+    mem: TieredMemory, context: dict[str, Any] | None, config: dict[str, Any] | None
+) -> None:
+    """A multi-user agent never guesses a namespace: a run whose context and config lack
+    the key fails before anything is recalled or stored, naming the key."""
+    mem.add("The user's daughter is called Ava", namespace="default")
+    model = RecordingChatModel()
+    agent = create_agent(
+        model=model,
+        tools=create_memory_tools(mem),
+        middleware=[TieredMemoryMiddleware(mem)],
+    )
+    with pytest.raises(ConfigurationError, match="'user_id'") as error:
+        agent.invoke(
+            {"messages": [HumanMessage("My son is called Leo.")]}, context=context, config=config
+        )
+    assert "configurable" in str(error.value)
+    assert model.calls == []
+    assert mem.namespaces() == ["default"]
+    assert len(mem.list(namespace="default")) == 1
+
+
+def test_a_misspelt_key_is_named_in_the_error(mem: TieredMemory) -> None:
+    agent = create_agent(model=RecordingChatModel(), middleware=[TieredMemoryMiddleware(mem)])
+    with pytest.raises(ConfigurationError, match="userid"):
+        agent.invoke({"messages": [HumanMessage("Hello there")]}, context={"userid": "alice"})
+
+
+def test_namespace_and_namespace_key_together_are_refused(mem: TieredMemory) -> None:
+    with pytest.raises(ConfigurationError, match="not both"):
+        TieredMemoryMiddleware(mem, namespace="shared", namespace_key="user_id")
+
+
+def _remember_or_recall(messages: list[BaseMessage]) -> AIMessage:
+    """A model that stores "Remember ..." with memory_store and answers a question with
+    what memory_recall returned."""
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        return AIMessage(last.text)
+    text = last.text
+    if text.startswith("Remember "):
+        call = {"name": "memory_store", "args": {"content": text[len("Remember ") :]}}
+    else:
+        call = {"name": "memory_recall", "args": {"query": text}}
+    return AIMessage("", tool_calls=[{**call, "id": "call-1"}])  # type: ignore[typeddict-item]
+
+
+def _two_users(agent: Any) -> dict[str, str]:
+    """Alice and Bob each tell the agent their locker code, then ask for it."""
+    for user, code in (("alice", "1111"), ("bob", "2222")):
+        agent.invoke(
+            {"messages": [HumanMessage(f"Remember my locker code is {code}")]},
+            context={"user_id": user},
+        )
+    answers: dict[str, str] = {}
+    for user in ("alice", "bob"):
+        result = agent.invoke(
+            {"messages": [HumanMessage("What is my locker code?")]}, context={"user_id": user}
+        )
+        answers[user] = result["messages"][-1].text
+    return answers
+
+
+def _each_recalls_only_their_own(answers: dict[str, str]) -> None:
+    for user, own, other in (("alice", "1111", "2222"), ("bob", "2222", "1111")):
+        assert own in answers[user]
+        assert other not in answers[user]
+
+
+def test_two_users_remember_through_the_tools_and_recall_only_their_own(
+    mem: TieredMemory,
+) -> None:
+    agent = create_agent(
+        model=RecordingChatModel(reply=_remember_or_recall),
+        tools=create_memory_tools(mem),  # per user by default: the run's user_id
+        middleware=[TieredMemoryMiddleware(mem, capture=False)],
+    )
+    answers = _two_users(agent)
+    _each_recalls_only_their_own(answers)
+    assert [m.content for m in mem.list(namespace="alice")] == ["my locker code is 1111"]
+    assert [m.content for m in mem.list(namespace="bob")] == ["my locker code is 2222"]
+    assert sorted(mem.namespaces()) == ["alice", "bob"]
+
+
+def _readme_block(heading: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text.split(f"## {heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_agent_keeps_users_apart(mem: TieredMemory) -> None:
+    """The README's LangChain snippet, run as written, serves two users safely."""
+    scope: dict[str, Any] = {"model": RecordingChatModel(reply=_remember_or_recall), "mem": mem}
+    exec(compile(_readme_block("LangChain"), "README.md", "exec"), scope)
+    answers = _two_users(scope["agent"])
+    _each_recalls_only_their_own(answers)
+    assert not any("locker" in m.content for m in mem.list(namespace="user-42"))
 
 
 def test_one_recall_per_run_even_when_the_model_calls_tools(mem: TieredMemory) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import pytest
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
 
 from langchain_tiered_memory import TieredMemoryRetriever
-from tiered_memory import MemoryType, Tier, TieredMemory
+from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory
 
 NS = "user-42"
 
@@ -125,3 +129,53 @@ def test_deep_retrieval_marks_archived_summaries(mem: TieredMemory) -> None:
     assert archived.metadata["archived"] is True
     assert archived.metadata["tier"] == Tier.ARCHIVED.value
     assert "Baker Street" in archived.page_content  # the summary keeps the name
+
+
+# -- the namespace of the run -------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"namespace_key": "user_id"}])
+async def test_namespace_from_the_run_config(mem: TieredMemory, kwargs: dict[str, Any]) -> None:
+    """Without a fixed namespace, each call searches the namespace its config names."""
+    seed(mem, "alice")
+    mem.add("The user drinks black coffee", namespace="bob")
+    retriever = TieredMemoryRetriever(memory=mem, k=5, **kwargs)
+    alice = retriever.invoke("drinks", config={"configurable": {"user_id": "alice"}})
+    bob = await retriever.ainvoke("drinks", config={"configurable": {"user_id": "bob"}})
+    assert alice
+    assert all("black coffee" not in d.page_content for d in alice)
+    assert [d.page_content for d in bob] == ["The user drinks black coffee"]
+    # in a chain, the config reaches the retriever as it reaches every step
+    chain = RunnableLambda(lambda q: q) | retriever
+    chained = chain.invoke("drinks", config={"configurable": {"user_id": "bob"}})
+    assert [d.page_content for d in chained] == ["The user drinks black coffee"]
+
+
+def test_namespace_from_the_graph_run_context(mem: TieredMemory) -> None:
+    mem.add("The user drinks black coffee", namespace="bob")
+    retriever = TieredMemoryRetriever(memory=mem)
+
+    class State(TypedDict):
+        query: str
+        found: list[str]
+
+    def node(state: State) -> dict[str, list[str]]:
+        return {"found": [d.page_content for d in retriever.invoke(state["query"])]}
+
+    graph = StateGraph(State, context_schema=dict).add_node(node).add_edge(START, "node")
+    result = graph.compile().invoke({"query": "drinks", "found": []}, context={"user_id": "bob"})
+    assert result["found"] == ["The user drinks black coffee"]
+
+
+async def test_a_call_without_its_namespace_is_an_error(mem: TieredMemory) -> None:
+    seed(mem, "default")
+    retriever = TieredMemoryRetriever(memory=mem)
+    with pytest.raises(ConfigurationError, match="'user_id'"):
+        retriever.invoke("green tea")
+    with pytest.raises(ConfigurationError, match="userid"):
+        await retriever.ainvoke("green tea", config={"configurable": {"userid": "alice"}})
+
+
+def test_namespace_and_namespace_key_together_are_refused(mem: TieredMemory) -> None:
+    with pytest.raises(ConfigurationError, match="not both"):
+        TieredMemoryRetriever(memory=mem, namespace=NS, namespace_key="user_id")

@@ -25,7 +25,7 @@ from langchain_tiered_memory.tools import (
     MemoryTool,
     MemoryUnpinTool,
 )
-from tiered_memory import MemoryType, Tier, TieredMemory
+from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory
 
 NS = "user-42"
 AVA = "The user's daughter is called Ava"
@@ -219,13 +219,50 @@ async def test_async_tools_use_the_async_engine(mem: TieredMemory) -> None:
     assert "not found" in error
 
 
-def test_namespace_from_the_run_config(mem: TieredMemory) -> None:
-    store = _tools(mem, namespace_key="user_id")["memory_store"]
+def _per_user(mem: TieredMemory, **kwargs: Any) -> dict[str, BaseTool]:
+    return {t.name: t for t in create_memory_tools(mem, **kwargs)}
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"namespace_key": "user_id"}])
+def test_namespace_from_the_run_config(mem: TieredMemory, kwargs: dict[str, Any]) -> None:
+    """Without a fixed namespace the tools are per user: the run's `user_id`."""
+    store = _per_user(mem, **kwargs)["memory_store"]
     store.invoke({"content": AVA}, config={"configurable": {"user_id": "ava-parent"}})
+    store.invoke(
+        {"content": "The user's son is called Leo"}, config={"configurable": {"user_id": 7}}
+    )
     assert [m.content for m in mem.list(namespace="ava-parent")] == [AVA]
-    assert mem.list(namespace=NS) == []
-    store.invoke({"content": "The user's son is called Leo"})  # no key: the fallback
-    assert [m.content for m in mem.list(namespace=NS)] == ["The user's son is called Leo"]
+    assert [m.content for m in mem.list(namespace="7")] == ["The user's son is called Leo"]
+    assert sorted(mem.namespaces()) == ["7", "ava-parent"]
+
+
+def test_a_call_without_its_namespace_is_an_error_not_a_tool_message(mem: TieredMemory) -> None:
+    """The model cannot fix a run that names no user; the run fails, and nothing is
+    written to a namespace nobody chose."""
+    store = _per_user(mem)["memory_store"]
+    with pytest.raises(ConfigurationError, match="'user_id'"):
+        store.invoke({"content": AVA})
+    with pytest.raises(ConfigurationError, match="usr_id"):
+        store.invoke({"content": AVA}, config={"configurable": {"usr_id": "ava-parent"}})
+    with pytest.raises(ConfigurationError, match="'user_id'"):
+        _call(store, {"content": AVA})
+    assert mem.namespaces() == []
+
+
+async def test_async_call_without_its_namespace_is_an_error(mem: TieredMemory) -> None:
+    recall = _per_user(mem)["memory_recall"]
+    with pytest.raises(ConfigurationError, match="'user_id'"):
+        await recall.ainvoke({"query": "daughter"})
+    mem.add(AVA, namespace="ava-parent")
+    found = await recall.ainvoke(
+        {"query": "daughter"}, config={"configurable": {"user_id": "ava-parent"}}
+    )
+    assert AVA in found
+
+
+def test_namespace_and_namespace_key_together_are_refused(mem: TieredMemory) -> None:
+    with pytest.raises(ConfigurationError, match="not both"):
+        create_memory_tools(mem, NS, namespace_key="user_id")
 
 
 def test_a_plain_string_is_the_single_argument(mem: TieredMemory) -> None:
