@@ -5,10 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import Field, model_validator
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from tiered_memory import AsyncTieredMemory, MemoryInput, MemoryType, TieredMemory
+from tiered_memory import (
+    AsyncTieredMemory,
+    ConfigurationError,
+    MemoryInput,
+    MemoryType,
+    TieredMemory,
+)
 
 from ._core_gaps import engine_of, run_async
 
@@ -17,17 +23,19 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     """Recalls what is relevant to the latest messages, within `budget_tokens` split by
     tier shares, and captures the messages `Memory` flushes out of its short-term queue.
 
-    The block is scoped to one `namespace` (a user, an agent): every chat session of
-    that user shares it, and nothing crosses to another namespace. Recalled memories
-    count as used, which keeps them in the active tiers. Captures go through the
-    engine's near-duplicate check, so a fact said twice strengthens one memory.
+    The block is scoped to one `namespace` (a user, an agent), which it must be given:
+    every chat session of that user shares it, and nothing crosses to another namespace.
+    Build one block per user's `Memory`, as LlamaIndex builds one `Memory` per session.
+    Recalled memories count as used, which keeps them in the active tiers. Captures go
+    through the engine's near-duplicate check, so a fact said twice strengthens one
+    memory.
     """
 
     name: str = Field(default="long_term_memory", description="The block's name (a tag).")
     memory: TieredMemory | AsyncTieredMemory = Field(
         exclude=True, description="The engine; a TieredMemory works from sync and async code."
     )
-    namespace: str = Field(default="default", description="Whose memories these are.")
+    namespace: str = Field(description="Whose memories these are (the user of this chat).")
     budget_tokens: int | None = Field(
         default=None,
         description="Tokens the recalled context may take; None: the engine's default.",
@@ -47,6 +55,18 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         default=MemoryType.EPISODIC, description="Type of captured messages (sets their decay)."
     )
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_its_namespace(cls, data: Any) -> Any:
+        # A block with a default namespace would put every user's chats in one place.
+        namespace = data.get("namespace") if isinstance(data, dict) else None
+        if not isinstance(namespace, str) or not namespace.strip():
+            raise ConfigurationError(
+                "TieredMemoryBlock needs namespace= naming whose memories it holds, "
+                "e.g. TieredMemoryBlock(memory=mem, namespace=user_id) in each user's Memory"
+            )
+        return data
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = "\n".join(

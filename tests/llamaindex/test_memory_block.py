@@ -9,7 +9,7 @@ from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.memory import Memory
 
 from llamaindex_tiered_memory import TieredMemoryBlock
-from tiered_memory import AsyncTieredMemory, MemoryType, TieredMemory
+from tiered_memory import AsyncTieredMemory, ConfigurationError, MemoryType, TieredMemory
 
 NS = "user-42"
 FACT = "My daughter is called Ava and she plays the violin."
@@ -216,3 +216,12 @@ def test_recall_query_uses_the_latest_messages_only(mem: TieredMemory) -> None:
 def test_context_window_must_be_positive(mem: TieredMemory, window: int) -> None:
     with pytest.raises(ValueError, match="retrieval_context_window"):
         TieredMemoryBlock(memory=mem, namespace=NS, retrieval_context_window=window)
+
+
+@pytest.mark.parametrize("namespace", [None, "", "  "])
+def test_a_block_names_whose_memories_it_holds(mem: TieredMemory, namespace: str | None) -> None:
+    """No block quietly shares a "default" namespace: each Memory (one per user's chat)
+    gives its block the user's namespace."""
+    kwargs = {} if namespace is None else {"namespace": namespace}
+    with pytest.raises(ConfigurationError, match="namespace"):
+        TieredMemoryBlock(memory=mem, **kwargs)
