@@ -30,6 +30,7 @@ from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
+    CONTEXT_PHASE,
     LIVE_TIERS,
     Explanation,
     Hit,
@@ -583,7 +584,9 @@ class AsyncTieredMemory:
         query_embedding: Sequence[float] | Vector | None = None,
     ) -> Injection:
         """What to put into a prompt for `query`, packed into a token budget by tier
-        shares. Injected memories count as used; nothing else does."""
+        shares. Memories injected on their own merit count as used; neighbours in time
+        that rode along with a hit (phase 5) do not, or every memory near a popular one
+        would stay warm and the use signal that drives the tiers would drown."""
         ns = self._ns(namespace)
         rp = self.policy.retrieval
         budget = validation.check_budget(
@@ -671,7 +674,7 @@ class AsyncTieredMemory:
         association; strengthen the links between memories injected together (when
         `co_recall_boost` is above 0: off by default, see policy.py)."""
         now = self.clock.now()
-        live = [h for h in chosen if not h.archived]
+        live = [h for h in chosen if not h.archived and h.phase != CONTEXT_PHASE]
         if not live:
             return
         await self.store.record_access(ns, [AccessRecord(h.memory.id, now) for h in live])

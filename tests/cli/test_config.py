@@ -165,7 +165,7 @@ def test_invalid_values_and_files(tmp_path: Path) -> None:
         load_settings(_toml(tmp_path, "namespace = \n"))
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_settings(tmp_path / "missing.toml")
-    with pytest.raises(ConfigurationError, match=r"sum to 1\.0"):
+    with pytest.raises(ConfigurationError, match=r"sum to at most 1\.0"):
         load_settings(_toml(tmp_path, "[policy.budget]\nhot = 0.9\n"))
     with pytest.raises(ConfigurationError, match="hot_ttl"):
         load_settings(_toml(tmp_path, '[policy.tiers]\nhot_ttl = "soon"\n'))

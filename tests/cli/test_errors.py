@@ -107,7 +107,7 @@ def test_bad_configuration(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyP
     _one_line_error(cli("stats", "--config", str(config), ok=False), "store.paht", "unknown key")
     _one_line_error(cli("stats", "--config", str(tmp_path / "nope.toml"), ok=False), "nope.toml")
     monkeypatch.setenv("TIERED_MEMORY_POLICY__BUDGET__HOT", "0.9")
-    _one_line_error(cli("stats", ok=False), "policy.budget", "sum to 1.0")
+    _one_line_error(cli("stats", ok=False), "policy.budget", "sum to at most 1.0")
     monkeypatch.delenv("TIERED_MEMORY_POLICY__BUDGET__HOT")
     monkeypatch.setenv("TIERED_MEMORY_STOR__BACKEND", "weaviate")
     _one_line_error(cli("stats", ok=False), "TIERED_MEMORY_STOR__BACKEND")

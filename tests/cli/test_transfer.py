@@ -54,9 +54,9 @@ async def _populate(memory: AsyncTieredMemory, clock: ManualClock) -> dict[str, 
         "summary": (await add("Greenhouse summary", namespace=NS)).id,
     }
     clock.advance(days=1)
-    await memory.recall("Ava metric units", namespace=NS)
+    await memory.record_use([ids["fact"], ids["rule"]], namespace=NS)
     clock.advance(days=1)
-    await memory.recall("Ava", namespace=NS)
+    await memory.record_use([ids["fact"]], namespace=NS)
     await memory.link(ids["fact"], ids["project"], namespace=NS, weight=0.42)
     await memory.demote(ids["project"], Tier.COLD, namespace=NS)
     await memory.forget(ids["rule"], namespace=NS)

@@ -15,7 +15,9 @@ def test_search_and_recall_by_a_precomputed_query_vector(mem: TieredMemory) -> N
     hits = mem.search("", namespace="ns", query_embedding=vector, k=1)
     assert [h.memory.id for h in hits] == [target.id]
     inj = mem.recall("", namespace="ns", query_embedding=vector, budget_tokens=20)
-    assert [h.memory.id for h in inj.items] == [target.id]
+    assert inj.items[0].memory.id == target.id
+    # anything else rode along as the target's neighbour in time, not on its own merit
+    assert all(h.phase == 5 for h in inj.items[1:])
     with pytest.raises(ValidationError):
         mem.search("x", namespace="ns", query_embedding=np.ones(5))
 
