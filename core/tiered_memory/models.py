@@ -198,13 +198,18 @@ class ScoreTerms(BaseModel):
     vector: float = 0.0  # min-max normalised over the candidate set
     lexical: float = 0.0
     graph: float = 0.0
-    relevance: float = 0.0  # weighted fusion of the three above
+    cues: float = 0.0  # bonus for the query's cues: its speaker named, a time asked (cues.py)
+    relevance: float = 0.0  # weighted fusion of the three above, plus the cues
     retention: float = 0.0
     recency: float = 0.0
     half_life_days: float = 0.0
     frequency: float = 0.0
     tier_factor: float = 1.0
     score: float = 0.0
+
+
+CONTEXT_PHASE = 5
+"""The phase of a hit that joined as a neighbour in time of a stronger hit."""
 
 
 class Hit(BaseModel):

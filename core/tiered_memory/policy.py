@@ -76,6 +76,19 @@ class FusionWeights(BaseModel):
     vector: float = Field(default=0.6, ge=0.0)
     keyword: float = Field(default=0.3, ge=0.0)
     graph: float = Field(default=0.1, ge=0.0)
+    speaker: float = Field(
+        default=0.1,
+        ge=0.0,
+        description=(
+            "relevance a memory gains when the query names its speaker (metadata"
+            " 'speaker', or a transcript's leading 'Name:'); see cues.py"
+        ),
+    )
+    time: float = Field(
+        default=0.15,
+        ge=0.0,
+        description="relevance a memory that mentions a time gains when the query asks when",
+    )
 
     @model_validator(mode="after")
     def _not_all_zero(self) -> FusionWeights:

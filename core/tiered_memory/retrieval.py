@@ -22,6 +22,7 @@ import numpy as np
 
 from . import decay
 from .breaker import CircuitBreaker
+from .cues import QueryCues, cue_bonus, read_query
 from .models import ArchiveRecord, Hit, Memory, ScoreTerms, SearchResults, Tier
 from .policy import FusionWeights, Policy
 from .ports import AssociationGraph, MemoryStore, SearchFilter, Vector
@@ -199,10 +200,11 @@ class Retriever:
         if plan.force_ids:
             await self._force(namespace, text, query, plan, pool, archived)
 
-        hits = self.rank(pool, archived, plan, now)
+        cues = read_query(text)
+        hits = self.rank(pool, archived, plan, now, cues)
         if explicit is None and rp.context_seeds > 0 and isinstance(self.store, SupportsAdjacent):
             hits = await self._with_context(
-                namespace, query, plan, filters, pool, archived, hits, now
+                namespace, query, plan, filters, pool, archived, hits, now, cues
             )
         return SearchResults(hits, degraded=bool(degraded), reasons=degraded)
 
@@ -216,6 +218,7 @@ class Retriever:
         archived: list[tuple[ArchiveRecord, float]],
         hits: list[Hit],
         now: datetime,
+        cues: QueryCues,
     ) -> list[Hit]:
         """Phase 5: a strong hit's neighbours in time follow it into the ranking.
 
@@ -243,13 +246,19 @@ class Retriever:
             cand = pool.by_id.get(memory.id) or pool.add(memory, 5, cosine=cosines.get(memory.id))
             cand.context = True  # passes the noise floor: its hit vouches for it
             changed = changed or memory.id not in ranked_ids
-        ranked = self.rank(pool, archived, plan, now) if changed else hits
+        ranked = self.rank(pool, archived, plan, now, cues) if changed else hits
         by_id = {h.memory.id: h for h in ranked if not h.archived}
+        # floors from the scores before any was raised: context is one step, no chains
+        floors = {
+            h.memory.id: rp.context_decay * by_id[h.memory.id].score
+            for h in seeds
+            if h.memory.id in by_id
+        }
         for seed in seeds:
             hit = by_id.get(seed.memory.id)
             if hit is None:
                 continue
-            floor = rp.context_decay * hit.score
+            floor = floors[seed.memory.id]
             for neighbour in around.get(seed.memory.id, []):
                 near = by_id.get(neighbour.id)
                 if near is not None and near.score < floor:
@@ -438,6 +447,7 @@ class Retriever:
         archived: list[tuple[ArchiveRecord, float]],
         plan: SearchPlan,
         now: datetime,
+        cues: QueryCues | None = None,
     ) -> list[Hit]:
         """Score every candidate (relevance normalised over this candidate set) and sort."""
         rp, dp, sp = self.policy.retrieval, self.policy.decay, self.policy.scoring
@@ -466,6 +476,18 @@ class Retriever:
         hits: list[Hit] = []
         for i, cand in enumerate(cands):
             m = cand.memory
+            bonus = (
+                cue_bonus(
+                    cues,
+                    m.content,
+                    m.metadata,
+                    speaker_weight=plan.weights.speaker,
+                    time_weight=plan.weights.time,
+                )
+                if cues is not None
+                else 0.0
+            )
+            relevance[i] += bonus
             r, h = decay.memory_recency(m, now, dp)
             ret = decay.retention_from_recency(r, decay.floor_for(m, dp))
             freq = decay.frequency(m.use_count, dp.frequency_saturation)
@@ -475,6 +497,7 @@ class Retriever:
                 vector=nv[i],
                 lexical=nl[i],
                 graph=ng[i],
+                cues=bonus,
                 relevance=relevance[i],
                 retention=ret,
                 recency=r,

@@ -13,7 +13,14 @@ from .errors import ValidationError
 from .models import Tier
 from .policy import FusionWeights, ScoringWeights
 
-_WEIGHT_ALIASES = {"vector": "vector", "keyword": "keyword", "lexical": "keyword", "graph": "graph"}
+_WEIGHT_ALIASES = {
+    "vector": "vector",
+    "keyword": "keyword",
+    "lexical": "keyword",
+    "graph": "graph",
+    "speaker": "speaker",
+    "time": "time",
+}
 
 
 def resolve_fusion_weights(
@@ -26,12 +33,13 @@ def resolve_fusion_weights(
     """
     if not override:
         return base
-    values = {"vector": 0.0, "keyword": 0.0, "graph": 0.0}
+    values = {"vector": 0.0, "keyword": 0.0, "graph": 0.0, "speaker": 0.0, "time": 0.0}
     for key, weight in override.items():
         name = _WEIGHT_ALIASES.get(key)
         if name is None:
             raise ValidationError(
-                f"unknown fusion weight {key!r}; use 'vector', 'keyword' or 'graph'"
+                f"unknown fusion weight {key!r}; use 'vector', 'keyword', 'graph',"
+                " 'speaker' or 'time'"
             )
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
             raise ValidationError(f"fusion weight {key!r} must be a number >= 0")

@@ -83,3 +83,17 @@ def test_filters_the_store_applies_switch_the_phase_off(
     mem.forget(answer, namespace="ns")
     again = mem.search("wedding in Lisbon city move", namespace="ns")
     assert ANSWER not in [h.memory.content for h in again]
+
+
+def test_context_is_one_step_never_a_chain(mem: TieredMemory, clock: ManualClock) -> None:
+    mem.add_many([f"grocery list number {i}: apples and bread" for i in range(8)], namespace="ns")
+    clock.advance(timedelta(hours=1))
+    mem.add(QUESTION, namespace="ns")
+    for text in ("Caroline: Porto, of course", "Melanie: how lovely", "Caroline: thanks"):
+        clock.advance(timedelta(seconds=30))
+        mem.add(text, namespace="ns")
+    hits = {h.memory.content: h for h in mem.search("wedding in Lisbon city move", namespace="ns")}
+    top = hits[QUESTION].score
+    assert hits["Caroline: Porto, of course"].score >= 0.8 * top - 1e-9
+    two_away = hits.get("Melanie: how lovely")
+    assert two_away is None or two_away.score < 0.8 * 0.8 * top
