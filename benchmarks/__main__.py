@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     sub = parser.add_subparsers(dest="which", required=True)
     scale.add_arguments(sub.add_parser("scale", help="throughput, latency, sweep, memory, disk"))
-    quality.add_arguments(sub.add_parser("quality", help="LoCoMo evidence recall in budgets"))
+    quality.add_arguments(
+        sub.add_parser("quality", help="LoCoMo and LongMemEval_S evidence recall in budgets")
+    )
     both = sub.add_parser("all", help="scale, then quality")
     scale.add_arguments(both)
     quality.add_arguments(both, with_out=False)
@@ -25,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.which in ("scale", "all"):
         scale.run(args)
     if args.which in ("quality", "all"):
-        quality.run(args)
+        quality.run_datasets(args)
     return 0
 
 

@@ -3,12 +3,11 @@
 For every question (category 5 excluded), the share of its evidence turns found in
 the context injected under a budget of 250/500/1000/2000 cl100k tokens, counted by
 the core's TiktokenCounter on the rendered lines ("- text"). Every system is fed the
-same all-MiniLM-L6-v2 vectors (each turn and question embedded once per run).
+same all-MiniLM-L6-v2 vectors (each turn and question embedded once, then kept in
+the disk cache of the output folder).
 
 Systems:
-- flat vector: all turns ranked by cosine; flat BM25: Okapi BM25 (k1 1.2, b 0.75);
-  flat hybrid: the union of the vector and BM25 top-N, min-max normalised and fused
-  with ours' default weights (0.6 : 0.3), i.e. our relevance without the memory
+- flat vector, flat BM25, flat hybrid (`flat.py`): our relevance without the memory
   machinery (no decay, use, tiers, graph or deduplication).
 - ours, static: every session added at its time (dedup and auto-linking on), the
   questions asked after the last session.
@@ -18,41 +17,46 @@ Systems:
 - ablations of the replay: no decay (no retention term in the score), no tiers (no
   sweep: everything stays HOT), no graph (no links, no expansion), no dedup.
 
-Every system packs whole lines best-first into the budget, at most `--max-items`.
+Ours runs `Policy()` as shipped, its item cap included; any other setting is a
+variant with its own name. The flat baselines pack whole lines best-first into the
+budget with no item cap.
 
     python -m benchmarks quality --data ../shared/bench-data/locomo-dev
+
+LongMemEval_S (`longmemeval.py`) runs after LoCoMo in the same command.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import math
-import re
+import hashlib
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from tiered_memory import AsyncTieredMemory, ManualClock
 from tiered_memory.engine import MemoryInput
+from tiered_memory.models import Injection
 from tiered_memory.policy import Policy
 from tiered_memory.tokens import TiktokenCounter
 
 from .common import RESULTS, markdown_table, status, write_json
+from .flat import pack_ranked, rank_flat
 from .locomo import Conversation, Turn, load
 
 BUDGETS = (250, 500, 1000, 2000)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "locomo-dev"
-_WORD = re.compile(r"\w+")
 TURN_GAP = timedelta(seconds=30)  # turns of one session, in order
+FLAT_POOL = 100  # the flat hybrid fuses the vector and BM25 top-100
 Vec = npt.NDArray[np.float32]
 
 
@@ -62,7 +66,12 @@ Vec = npt.NDArray[np.float32]
 class CachedEmbedder:
     """all-MiniLM-L6-v2 through the core's SentenceTransformerEmbedder (offline), with
     every text embedded once per run; the engines get it for what they embed themselves
-    (consolidation summaries, archive summaries)."""
+    (consolidation summaries, archive summaries).
+
+    `load(folder)` also keeps the vectors on disk between runs
+    (`embeddings-<model fingerprint>.npz`, keyed by the sha1 of the text), because
+    embedding the ~30k texts of both benchmarks takes minutes on a busy CPU.
+    """
 
     def __init__(self, model: str | None = None) -> None:
         from tiered_memory.embeddings import SentenceTransformerEmbedder
@@ -70,15 +79,48 @@ class CachedEmbedder:
         self.inner = SentenceTransformerEmbedder(model)
         self.cache: dict[str, Vec] = {}
         self.seconds = 0.0
+        self.encoded = 0
+        self.path: Path | None = None
+        self._stored: dict[str, Vec] = {}  # sha1 of text -> vector, the disk cache
+        self._unsaved = 0
+
+    def load(self, folder: Path) -> int:
+        """Use (and later `save()` to) the disk cache in `folder`; returns its size."""
+        self.path = folder / f"embeddings-{_model_fingerprint(self.inner.model_ref)}.npz"
+        if self.path.exists():
+            with np.load(self.path) as data:
+                keys = [k.decode("ascii") for k in data["keys"]]
+                self._stored = dict(zip(keys, data["vectors"].astype(np.float32), strict=True))
+        return len(self._stored)
+
+    def save(self) -> None:
+        """Write the disk cache if this run embedded anything new (atomic replace)."""
+        if self.path is None or not self._unsaved:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.array(list(self._stored), dtype="S40")
+        vectors = np.stack(list(self._stored.values()))
+        tmp = self.path.with_suffix(".tmp.npz")
+        np.savez(tmp, keys=keys, vectors=vectors)
+        tmp.replace(self.path)
+        self._unsaved = 0
 
     def warm(self, texts: Sequence[str]) -> None:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        missing = []
+        for text in dict.fromkeys(t for t in texts if t not in self.cache):
+            stored = self._stored.get(_text_key(text))
+            if stored is None:
+                missing.append(text)
+            else:
+                self.cache[text] = stored
         if missing:
             start = time.perf_counter()
             matrix = self.inner._encode(missing)
             self.seconds += time.perf_counter() - start
+            self.encoded += len(missing)
             for text, row in zip(missing, matrix, strict=True):
-                self.cache[text] = np.asarray(row, dtype=np.float32)
+                self.cache[text] = self._stored[_text_key(text)] = np.asarray(row, dtype=np.float32)
+            self._unsaved += len(missing)
 
     def get(self, text: str) -> Vec:
         if text not in self.cache:
@@ -93,75 +135,25 @@ class CachedEmbedder:
         return self.get(text)
 
 
-# -- packing, the same for every system --------------------------------------------------
+def _text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def line(text: str) -> str:
-    return "- " + " ".join(text.split())
-
-
-def pack_ranked(
-    texts: Sequence[str],
-    ranked: Sequence[int],
-    budget: int,
-    max_items: int,
-    count: Callable[[str], int],
-) -> list[int]:
-    """Whole lines best-first while they fit (a line too long is skipped), like the
-    core's packer with a single share; then never over budget once joined."""
-    chosen: list[int] = []
-    used = 0
-    for i in ranked:
-        if len(chosen) >= max_items:
-            break
-        cost = count(line(texts[i]))
-        if cost == 0 or used + cost > budget:
-            continue
-        chosen.append(i)
-        used += cost
-    while chosen and count("\n".join(line(texts[i]) for i in chosen)) > budget:
-        chosen.pop()
-    return chosen
+def _model_fingerprint(model_ref: str) -> str:
+    """Which model made the vectors: a model folder by its file names, sizes and config,
+    a hub name by itself; so another model never reads this one's cache."""
+    digest = hashlib.sha1(model_ref.encode() if not Path(model_ref).is_dir() else b"")
+    folder = Path(model_ref)
+    if folder.is_dir():
+        for f in sorted(folder.rglob("*")):
+            if f.is_file():
+                digest.update(f"{f.relative_to(folder)}:{f.stat().st_size};".encode())
+                if f.name == "config.json":
+                    digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 # -- flat baselines ----------------------------------------------------------------------
-
-
-class BM25:
-    """Okapi BM25 over lower-cased word tokens."""
-
-    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
-        self.docs = [Counter(_WORD.findall(t.lower())) for t in texts]
-        self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float64)
-        self.avg = float(self.lengths.mean()) if len(self.docs) else 0.0
-        df: Counter[str] = Counter()
-        for d in self.docs:
-            df.update(d.keys())
-        n = len(self.docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.k1, self.b = k1, b
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        for i, d in enumerate(self.docs):
-            for t, c in d.items():
-                self.postings.setdefault(t, []).append((i, c))
-
-    def scores(self, query: str) -> npt.NDArray[np.float64]:
-        out = np.zeros(len(self.docs))
-        for term in set(_WORD.findall(query.lower())):
-            idf = self.idf.get(term)
-            if idf is None:
-                continue
-            for i, c in self.postings[term]:
-                norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
-                out[i] += idf * c * (self.k1 + 1) / (c + norm)
-        return out
-
-
-def _min_max(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    lo, hi = float(values.min()), float(values.max())
-    if hi - lo <= 1e-12:
-        return np.where(values > 0, 1.0, 0.0)
-    return (values - lo) / (hi - lo)
 
 
 def flat_rankings(
@@ -169,28 +161,8 @@ def flat_rankings(
 ) -> dict[str, list[list[int]]]:
     """For each flat system, each question's ranking of the conversation's turns."""
     texts = [t.content for t in conv.turns]
-    matrix = np.stack([emb.get(t) for t in texts])
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    bm25 = BM25(texts)
-    p = Policy().fusion
-    out: dict[str, list[list[int]]] = {"flat vector": [], "flat BM25": [], "flat hybrid": []}
-    for q in conv.questions:
-        qv = emb.get(q.text)
-        cos = matrix @ (qv / np.linalg.norm(qv))
-        lex = bm25.scores(q.text)
-        by_cos = np.argsort(-cos, kind="stable")
-        by_lex = [int(i) for i in np.argsort(-lex, kind="stable") if lex[i] > 0]
-        out["flat vector"].append([int(i) for i in by_cos])
-        out["flat BM25"].append(by_lex)
-        pool = sorted(set(by_cos[:candidates].tolist()) | set(by_lex[:candidates]))
-        idx = np.array(pool)
-        lex_pool = lex[idx]
-        nv = _min_max(cos[idx].astype(np.float64))
-        nl = np.where(lex_pool > 0, _min_max(np.where(lex_pool > 0, lex_pool, np.nan)), 0.0)
-        nl = np.nan_to_num(nl)
-        rel = (p.vector * nv + p.keyword * nl) / (p.vector + p.keyword)
-        out["flat hybrid"].append([pool[i] for i in np.argsort(-rel, kind="stable")])
-    return out
+    queries = [(q.text, emb.get(q.text)) for q in conv.questions]
+    return rank_flat(texts, [emb.get(t) for t in texts], queries, candidates)
 
 
 # -- ours ------------------------------------------------------------------------------
@@ -204,6 +176,7 @@ class Variant:
     dedup: bool = True
     link: bool = True
     sweep: bool = True
+    max_items: int | None = None  # recall's cap at question time; None: the Policy's
 
 
 def build_policy(overrides: dict[str, Any]) -> Policy:
@@ -276,6 +249,46 @@ def _merge_overrides(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def select_variants(
+    available: Sequence[Variant],
+    names: str,
+    overrides: Sequence[str],
+    max_items: int | None,
+    default: str = "ours (replay)",
+) -> list[Variant]:
+    """The variants of ours to run, each labelled with what it changes.
+
+    `names` (';'-separated) picks from `available` (all when empty). `--max-items N`
+    adds a copy of `default` whose questions are asked with max_items=N (the agent's
+    own recalls keep the shipped cap); `--set` overrides apply to every
+    variant and are written into its name, so no table row claims the defaults
+    without running them.
+    """
+    wanted = [n for n in names.split(";") if n]
+    unknown = set(wanted) - {v.name for v in available}
+    if unknown:
+        raise SystemExit(
+            f"unknown variants {sorted(unknown)}; known: {[v.name for v in available]}"
+        )
+    chosen = [v for v in available if not wanted or v.name in wanted]
+    if max_items is not None:
+        base = next(v for v in available if v.name == default)
+        chosen.append(
+            replace(
+                base,
+                name=f"{base.name.removeprefix('ours (').removesuffix(')')}: max_items={max_items}",
+                max_items=max_items,
+            )
+        )
+    extra = _parse_overrides(overrides)
+    if not extra:
+        return chosen
+    label = " [" + ", ".join(overrides) + "]"
+    return [
+        replace(v, name=v.name + label, policy=_merge_overrides(v.policy, extra)) for v in chosen
+    ]
+
+
 def _item(conv: Conversation, turn: Turn, emb: CachedEmbedder) -> MemoryInput:
     # explicit ids keep runs deterministic (ties break by id)
     memory_id = f"c{conv.id}-{turn.dia_id.replace(':', '-')}"
@@ -291,10 +304,8 @@ async def run_ours(
     emb: CachedEmbedder,
     variant: Variant,
     budgets: Sequence[int],
-    max_items: int,
-    extra: dict[str, Any],
 ) -> OursResult:
-    policy = build_policy(_merge_overrides(variant.policy, extra))
+    policy = build_policy(variant.policy)
     scores: dict[int, list[float]] = {b: [] for b in budgets}
     categories: list[int] = []
     stats: Counter[str] = Counter()
@@ -352,42 +363,82 @@ async def run_ours(
                             q.text,
                             namespace=ns,
                             budget_tokens=b,
-                            max_items=max_items,
+                            max_items=variant.max_items,  # None: the shipped cap
                             record_use=False,
                             query_embedding=qv,
                         )
-                        found: set[str] = set()
-                        for h in inj.items:
-                            found.add(h.memory.id)
-                            found.update(h.memory.consolidated_from)
-                        hit = len(wanted & found) / len(wanted)
+                        hit = len(wanted & injected_ids(inj)) / len(wanted)
                         scores[b].append(hit)
         finally:
             await mem.close()
     return OursResult(scores, categories, time.perf_counter() - start, dict(stats))
 
 
+def injected_ids(injection: Injection) -> set[str]:
+    """The memories a context holds, with those a consolidated memory stands for."""
+    found: set[str] = set()
+    for h in injection.items:
+        found.add(h.memory.id)
+        found.update(h.memory.consolidated_from)
+    return found
+
+
 # -- the run ----------------------------------------------------------------------------
+
+
+def worker_embedder(model: str | None, cache: dict[str, Vec]) -> CachedEmbedder:
+    """A worker's embedder, seeded with the parent's vectors (no disk cache: the parent
+    alone writes it)."""
+    emb = CachedEmbedder(model)
+    emb.cache.update(cache)
+    return emb
 
 
 def _variant_job(
     folder: str,
     ids: list[str],
+    model: str | None,
     cache: dict[str, Vec],
     variant: Variant,
     budgets: Sequence[int],
-    max_items: int,
-    extra: dict[str, Any],
     embedder: CachedEmbedder | None = None,
 ) -> OursResult:
     """One variant over the conversations (in a worker process, or inline)."""
     wanted = set(ids)
     convs = [c for c in load(Path(folder)) if c.id in wanted]
-    emb = embedder
-    if emb is None:
-        emb = CachedEmbedder()
-        emb.cache.update(cache)
-    return asyncio.run(run_ours(convs, emb, variant, budgets, max_items, extra))
+    emb = embedder or worker_embedder(model, cache)
+    return asyncio.run(run_ours(convs, emb, variant, budgets))
+
+
+R = TypeVar("R")
+
+
+def run_jobs(
+    job: Callable[..., R],
+    jobs: Sequence[tuple[str, tuple[Any, ...]]],
+    workers: int,
+    embedder: CachedEmbedder,
+    done: Callable[[str, R], None],
+) -> dict[str, R]:
+    """Run named jobs in `workers` spawned processes, or inline with the parent's
+    embedder; `done` sees each result as it arrives."""
+    results: dict[str, R] = {}
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn: a forked copy of a process that has run torch can deadlock
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(job, *args): name for name, args in jobs}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                done(futures[future], results[futures[future]])
+    else:
+        for name, args in jobs:
+            results[name] = job(*args, embedder=embedder)
+            done(name, results[name])
+    return results
 
 
 def _report(name: str, result: OursResult, budgets: Sequence[int]) -> None:
@@ -402,7 +453,6 @@ def _evidence_scores(
     conv: Conversation,
     rankings: list[list[int]],
     budgets: Sequence[int],
-    max_items: int,
     count: Callable[[str], int],
 ) -> dict[int, list[float]]:
     texts = [t.content for t in conv.turns]
@@ -411,7 +461,7 @@ def _evidence_scores(
     for q, ranked in zip(conv.questions, rankings, strict=True):
         wanted = {index_of[d] for d in q.evidence}
         for b in budgets:
-            chosen = set(pack_ranked(texts, ranked, b, max_items, count))
+            chosen = set(pack_ranked(texts, ranked, b, count))
             out[b].append(len(wanted & chosen) / len(wanted))
     return out
 
@@ -420,7 +470,15 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def open_embedder(args: argparse.Namespace) -> CachedEmbedder:
+    """The run's embedder with the disk cache of the output folder."""
+    emb = CachedEmbedder(args.model)
+    stored = emb.load(Path(args.out) if getattr(args, "out", None) else RESULTS)
+    status(f"embedding cache: {stored:,} vectors in {emb.path}")
+    return emb
+
+
+def run(args: argparse.Namespace, emb: CachedEmbedder | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     folder = Path(args.data)
     convs = load(folder)
@@ -435,21 +493,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{n_q} questions (category 5 excluded)"
     )
 
-    emb = CachedEmbedder(args.model)
+    emb = emb or open_embedder(args)
     emb.warm(
         [t.content for c in convs for t in c.turns] + [q.text for c in convs for q in c.questions]
     )
-    status(f"quality: embedded {len(emb.cache):,} texts in {emb.seconds:.0f} s")
+    emb.save()
+    status(f"quality: embedded {emb.encoded:,} new texts in {emb.seconds:.0f} s")
 
     systems: dict[str, dict[str, Any]] = {}
-    candidates = max(Policy().retrieval.candidates, args.max_items)
+    # the hybrid's pool: the vector and BM25 top-100 (the tail follows in cosine order)
+    candidates = max(Policy().retrieval.candidates, FLAT_POOL)
     flat_scores: dict[str, dict[int, list[float]]] = {}
     categories: list[int] = []
     flat_start = time.perf_counter()
     for conv in convs:
         ranks = flat_rankings(conv, emb, candidates)
         for name, rankings in ranks.items():
-            per = _evidence_scores(conv, rankings, budgets, args.max_items, counter.count)
+            per = _evidence_scores(conv, rankings, budgets, counter.count)
             bucket = flat_scores.setdefault(name, {b: [] for b in budgets})
             for b in budgets:
                 bucket[b].extend(per[b])
@@ -458,28 +518,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, per in flat_scores.items():
         systems[name] = {"scores": per, "categories": categories, "seconds": flat_seconds / 3}
 
-    selected = [v for v in VARIANTS if not args.variants or v.name in args.variants.split(";")]
-    extra = _parse_overrides(args.set or [])
+    selected = select_variants(VARIANTS, args.variants, args.set or [], args.max_items)
     ids = [c.id for c in convs]
     # the long replays first, so two workers finish together
     order = sorted(selected, key=lambda v: v.protocol != "replay")
-    jobs = [(str(folder), ids, emb.cache, v, budgets, args.max_items, extra) for v in order]
-    results: dict[str, OursResult] = {}
-    if args.workers > 1 and len(jobs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        # spawn: a forked copy of a process that has run torch can deadlock
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
-            futures = {pool.submit(_variant_job, *job): job[3].name for job in jobs}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                _report(futures[future], results[futures[future]], budgets)
-    else:
-        for job in jobs:
-            results[job[3].name] = _variant_job(*job, embedder=emb)
-            _report(job[3].name, results[job[3].name], budgets)
+    cache = {
+        t: emb.get(t)
+        for c in convs
+        for t in [*(u.content for u in c.turns), *(q.text for q in c.questions)]
+    }
+    jobs = [(v.name, (str(folder), ids, args.model, cache, v, budgets)) for v in order]
+    results = run_jobs(
+        _variant_job, jobs, args.workers, emb, lambda name, r: _report(name, r, budgets)
+    )
     for variant in selected:  # in table order
         result = results[variant.name]
         systems[variant.name] = {
@@ -488,6 +539,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": result.seconds,
             "stats": result.stats,
         }
+    emb.save()  # what the engines embedded themselves (summaries), when inline
 
     table = render(systems, budgets)
     print(table)
@@ -512,8 +564,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "questions": n_q,
         "dropped_evidence_ids": sum(c.dropped_evidence for c in convs),
         "budgets": budgets,
-        "max_items": args.max_items,
-        "overrides": extra,
+        "max_items": {"ours": Policy().retrieval.max_items, "flat": None},
+        "variants": {v.name: v.policy for v in selected},
+        "overrides": _parse_overrides(args.set or []),
         "embedding_seconds": emb.seconds,
         "total_seconds": time.perf_counter() - started,
         "summary": summary,
@@ -522,9 +575,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": {name: s["seconds"] for name, s in systems.items()},
         "table": table,
     }
-    out = Path(args.out)
+    out = Path(args.out) if getattr(args, "out", None) else RESULTS
     write_json(args.name, payload, out)
-    plot(summary, budgets, out / f"{args.name}.png")
+    plot(summary, budgets, out / f"{args.name}.png", "LoCoMo dev", "evidence recall")
     status(f"quality: done in {payload['total_seconds']:.0f} s")
     return payload
 
@@ -552,7 +605,13 @@ def render(systems: dict[str, dict[str, Any]], budgets: Sequence[int]) -> str:
     return markdown_table(["system", *[f"{b} tokens" for b in budgets], "seconds"], rows)
 
 
-def plot(summary: dict[str, dict[str, float]], budgets: Sequence[int], path: Path) -> None:
+def plot(
+    summary: dict[str, dict[str, float]],
+    budgets: Sequence[int],
+    path: Path,
+    title: str,
+    ylabel: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -565,8 +624,8 @@ def plot(summary: dict[str, dict[str, float]], budgets: Sequence[int], path: Pat
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(budgets), [str(b) for b in budgets])
     ax.set_xlabel("budget (cl100k tokens)")
-    ax.set_ylabel("evidence recall")
-    ax.set_title("LoCoMo dev: evidence found inside the injected context")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}: {ylabel} inside the injected context")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
@@ -575,18 +634,39 @@ def plot(summary: dict[str, dict[str, float]], budgets: Sequence[int], path: Pat
     plt.close(fig)
 
 
+DATASETS = ("locomo", "longmemeval")
+
+
 def add_arguments(parser: argparse.ArgumentParser, *, with_out: bool = True) -> None:
+    from .longmemeval import DEFAULT_DATA as LONGMEMEVAL_DATA
+
+    parser.add_argument(
+        "--datasets", default=",".join(DATASETS), help="comma-separated: locomo,longmemeval"
+    )
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="folder of LoCoMo *.json")
+    parser.add_argument(
+        "--longmemeval", default=str(LONGMEMEVAL_DATA), help="LongMemEval_S JSON file"
+    )
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    parser.add_argument("--max-items", type=int, default=100, help="items per context, all systems")
+    parser.add_argument(
+        "--max-items",
+        type=int,
+        default=None,
+        help="also run a labelled variant of ours capped at N items (ours runs the "
+        "Policy default; flat baselines have no cap)",
+    )
     parser.add_argument("--conversations", default="", help="comma-separated ids (file stems)")
+    parser.add_argument(
+        "--questions", type=int, default=0, help="LongMemEval: first N questions, types interleaved"
+    )
     parser.add_argument(
         "--variants", default="", help="';'-separated names of our variants to run (default all)"
     )
     parser.add_argument(
         "--set",
         action="append",
-        help="policy override for every variant of ours, e.g. fusion.vector=0.7 (repeatable)",
+        help="policy override for every variant of ours, e.g. fusion.vector=0.7 (repeatable; "
+        "written into the variants' names)",
     )
     parser.add_argument(
         "--model", default=None, help="sentence-transformers folder (default: the shipped MiniLM)"
@@ -597,3 +677,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, with_out: bool = True) -> 
     )
     if with_out:
         parser.add_argument("--out", default=str(RESULTS), help="folder for JSON and PNG")
+
+
+def run_datasets(args: argparse.Namespace) -> None:
+    """`python -m benchmarks quality`: LoCoMo, then LongMemEval_S, sharing one embedder
+    (and its disk cache)."""
+    from . import longmemeval
+
+    chosen = [d for d in args.datasets.split(",") if d]
+    unknown = set(chosen) - set(DATASETS)
+    if unknown:
+        raise SystemExit(f"unknown datasets {sorted(unknown)}; known: {list(DATASETS)}")
+    emb = open_embedder(args)
+    if "locomo" in chosen:
+        run(args, emb)
+    if "longmemeval" in chosen:
+        longmemeval.run(args, emb)
