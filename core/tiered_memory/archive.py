@@ -296,6 +296,8 @@ class Archiver:
             archived_at=now,
             archive_reason=reason,
             use_count=memory.use_count,
+            do_not_inject=memory.do_not_inject,
+            superseded=memory.superseded,
         )
 
     async def commit(self, ns: str, records: Sequence[ArchiveRecord]) -> None:
@@ -386,6 +388,28 @@ class Archiver:
         if len(recent) >= tp.restore_expansions:
             restored = await self.restore(ns, [memory_id], now=now) == 1
         return document, restored
+
+    async def backfill_flags(self, ns: str, *, limit: int) -> tuple[int, list[str]]:
+        """Give up to `limit` records archived before records kept their memory's flags
+        (forgotten, superseded) the flags of their verified originals, so searches can
+        filter them. Returns how many were filled and an error per record that could
+        not be (it stays unknown and is tried again next time)."""
+        filled, errors = 0, list[str]()
+        for record in await self.store.scan_archives(ns, limit=limit, flags_unknown=True):
+            try:
+                data = await self._original(ns, record.id)
+                if sha256_hex(data) != record.checksum:
+                    raise ArchiveIntegrityError(
+                        f"the stored original of {record.id!r} does not match its archive record"
+                    )
+                memory = memory_from_document(decode_document(data, expected_id=record.id))
+                record.do_not_inject = memory.do_not_inject
+                record.superseded = memory.superseded
+                await self.store.update_archive(ns, record)
+                filled += 1
+            except Exception as e:  # one unreadable original must not stop the others
+                errors.append(f"{ns}: archive flags {record.id}: {type(e).__name__}: {e}")
+        return filled, errors
 
     async def _original(self, ns: str, memory_id: str) -> bytes:
         """The stored original of an archive record; its absence is an integrity error

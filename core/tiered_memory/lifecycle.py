@@ -114,6 +114,7 @@ class Sweep:
                 self._core_promotion,
                 self._consolidate,
                 self._archive,
+                self._archive_flags,
             ):
                 try:
                     await step(ns, now, report)
@@ -448,6 +449,17 @@ class Sweep:
                 if m.use_count <= tp.archive_max_recent_uses or not recent_days:
                     found.setdefault(m.id, m)
         return sorted(found.values(), key=lambda m: (m.importance, m.created_at))
+
+    async def _archive_flags(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
+        """Records archived before they kept their memory's flags get them from their
+        originals, a batch per run, so searches can leave forgotten ones out."""
+        if report.dry_run:
+            return
+        filled, errors = await self.archiver.backfill_flags(
+            ns, limit=self.policy.archival.batch_size
+        )
+        report.add("archive_flags_filled", filled)
+        report.errors.extend(errors)
 
     async def _archive(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
         candidates = await self.archive_candidates(ns, now)

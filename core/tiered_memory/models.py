@@ -176,6 +176,11 @@ class ArchiveRecord(BaseModel):
     archive_reason: str
     use_count: int = 0
     expansions: list[datetime] = Field(default_factory=list)
+    # The original's flags, so searches filter archived memories as they filter live
+    # ones. None: archived before records kept them (a sweep reads them back from the
+    # original); until then the record counts as neither forgotten nor superseded.
+    do_not_inject: bool | None = None
+    superseded: bool | None = None
 
     @field_validator("created_at", "archived_at")
     @classmethod

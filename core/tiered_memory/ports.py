@@ -284,9 +284,13 @@ class MemoryStore(Protocol):
     ) -> dict[str, ArchiveRecord]: ...
 
     async def search_archives(
-        self, namespace: str, query: Vector, *, k: int
+        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter = SearchFilter()
     ) -> list[ScoredArchive]:
-        """Archive records by cosine of their summary embedding, best first."""
+        """The k archive records closest by cosine of their summary embedding, best
+        first, among those `filters` allow (applied before k, as in `vector_search`).
+        A record keeps its memory's type, metadata and flags; an archived memory is
+        never pinned, and a record whose flags are unknown (None) counts as neither
+        forgotten nor superseded."""
 
     async def update_archive(self, namespace: str, record: ArchiveRecord) -> None:
         """Overwrite an archive record (expansions, verification, detach flags)."""
@@ -295,8 +299,15 @@ class MemoryStore(Protocol):
         """Replace archive records by live memories (same ids); the restore path."""
 
     async def scan_archives(
-        self, namespace: str, *, after_id: str | None = None, limit: int = 500
-    ) -> list[ArchiveRecord]: ...
+        self,
+        namespace: str,
+        *,
+        after_id: str | None = None,
+        limit: int = 500,
+        flags_unknown: bool = False,
+    ) -> list[ArchiveRecord]:
+        """Archive records by id, after `after_id`; with `flags_unknown`, only those
+        whose flags are not known yet (archived before records kept them)."""
 
     async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
         """Hard delete archive records (their originals in object storage are the

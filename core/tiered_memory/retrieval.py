@@ -3,7 +3,8 @@
 1. HOT + WARM: vector top-N and lexical top-N.
 2. Graph: neighbours of the best phase-1 hits (a COLD neighbour can come back).
 3. COLD: when phase 1 found fewer than k hits above the relevance threshold, or deep.
-4. ARCHIVED summaries: when deep/include_archived, or nothing above the threshold.
+4. ARCHIVED summaries, under the query's filters: when deep/include_archived, or when
+   nothing above the threshold was found and a summary reaches `archive_min_cosine`.
 5. Context: the memories written just before and after the best hits, scored at least a
    share of their hit's score (the turn after a question often holds the answer).
 
@@ -185,17 +186,7 @@ class Retriever:
             )
             found = self._found(pool, plan.weights)
 
-        archived: list[tuple[ArchiveRecord, float]] = []
-        wants_archive = (
-            Tier.ARCHIVED in explicit
-            if explicit is not None
-            else (plan.deep or plan.include_archived or found == 0)
-        )
-        if wants_archive and rp.archived_limit > 0:
-            limit = max(rp.archived_limit, plan.k) if explicit is not None else rp.archived_limit
-            for scored in await self.store.search_archives(namespace, query, k=limit):
-                if scored.score >= rp.noise_floor:
-                    archived.append((scored.record, scored.score))
+        archived = await self._search_archives(namespace, query, plan, filters, found)
 
         if plan.force_ids:
             await self._force(namespace, text, query, plan, pool, archived)
@@ -207,6 +198,41 @@ class Retriever:
                 namespace, query, plan, filters, pool, archived, hits, now, cues
             )
         return SearchResults(hits, degraded=bool(degraded), reasons=degraded)
+
+    async def _search_archives(
+        self,
+        namespace: str,
+        query: Vector,
+        plan: SearchPlan,
+        filters: SearchFilter,
+        found: int,
+    ) -> list[tuple[ArchiveRecord, float]]:
+        """Phase 4: archived summaries, under the query's own filters (the store applies
+        them before k, as for live memories).
+
+        Asked for (deep, include_archived, or ARCHIVED among explicit tiers), a summary
+        joins above the noise floor. Otherwise it only fills a search that found nothing
+        (seed 002: the archive is never auto-injected), and only when it is as close to
+        the query as seed 001's cold path asks (`archive_min_cosine`).
+        """
+        rp = self.policy.retrieval
+        explicit = plan.tiers
+        asked = (
+            Tier.ARCHIVED in explicit
+            if explicit is not None
+            else plan.deep or plan.include_archived
+        )
+        if not (asked or (explicit is None and found == 0)) or rp.archived_limit <= 0:
+            return []
+        limit = max(rp.archived_limit, plan.k) if explicit is not None else rp.archived_limit
+        floor = rp.noise_floor if asked else max(rp.noise_floor, rp.archive_min_cosine)
+        return [
+            (scored.record, scored.score)
+            for scored in await self.store.search_archives(
+                namespace, query, k=limit, filters=filters
+            )
+            if scored.score >= floor
+        ]
 
     async def _with_context(
         self,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
@@ -1192,6 +1193,115 @@ class MemoryStoreContract:
         assert [h.record.id for h in await store.search_archives(namespace, self.q(0), k=1)] == [
             "y"
         ]
+
+    async def archive_all(
+        self, store: MemoryStore, namespace: str, records: Sequence[ArchiveRecord]
+    ) -> None:
+        """Archive records the only way the port allows: each replaces a live memory."""
+        await self.put(store, namespace, *(self.memory(r.id) for r in records))
+        assert await store.archive_many(namespace, list(records)) == len(records)
+
+    async def archived_ids(
+        self, store: MemoryStore, namespace: str, filters: SearchFilter, *, k: int = 10
+    ) -> set[str]:
+        hits = await store.search_archives(namespace, self.q(0), k=k, filters=filters)
+        return {h.record.id for h in hits}
+
+    @pytest.mark.parametrize(
+        ("metadata", "conditions", "expected"),
+        [(METADATA, *case) for case in METADATA_CASES]
+        + [(NUL_METADATA, *case) for case in NUL_METADATA_CASES],
+    )
+    async def test_search_archives_honours_metadata_filters(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        metadata: dict[str, dict[str, Any]],
+        conditions: tuple[MetadataFilter, ...],
+        expected: set[str],
+    ) -> None:
+        """An archive record keeps its memory's metadata, and a search filtered by it
+        returns exactly the records a live search would return (same semantics)."""
+        records = [
+            self.record(i, namespace).model_copy(update={"metadata": meta})
+            for i, meta in metadata.items()
+        ]
+        await self.archive_all(store, namespace, records)
+        filters = SearchFilter(metadata=conditions)
+        assert await self.archived_ids(store, namespace, filters) == expected
+
+    async def test_search_archives_filters_types_ids_pinned_and_flags(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        """Every SearchFilter field applies to archive records: memory types, ids, the
+        forgotten and superseded flags they keep, and `pinned` (an archived memory is
+        never pinned). Records archived before the flags were kept (None) read as not
+        forgotten and not superseded."""
+        kinds = {
+            "f": {"memory_type": MemoryType.FACTUAL, "do_not_inject": False, "superseded": False},
+            "e": {"memory_type": MemoryType.EPISODIC, "do_not_inject": False, "superseded": False},
+            "gone": {"memory_type": MemoryType.FACTUAL, "do_not_inject": True, "superseded": False},
+            "old": {"memory_type": MemoryType.FACTUAL, "do_not_inject": False, "superseded": True},
+            "legacy": {"memory_type": MemoryType.PROCEDURAL},
+        }
+        records = [
+            self.record(i, namespace).model_copy(update=fields) for i, fields in kinds.items()
+        ]
+        await self.archive_all(store, namespace, records)
+        got = await store.get_archives(namespace, list(kinds))
+        assert (got["gone"].do_not_inject, got["gone"].superseded) == (True, False)
+        assert (got["old"].do_not_inject, got["old"].superseded) == (False, True)
+        assert (got["legacy"].do_not_inject, got["legacy"].superseded) == (None, None)
+
+        async def ids(filters: SearchFilter) -> set[str]:
+            return await self.archived_ids(store, namespace, filters)
+
+        assert await ids(SearchFilter()) == {"f", "e", "legacy"}
+        assert await ids(SearchFilter(include_forgotten=True)) == {"f", "e", "legacy", "gone"}
+        assert await ids(SearchFilter(include_superseded=True)) == {"f", "e", "legacy", "old"}
+        assert await ids(EVERYTHING) == set(kinds)
+        factual = frozenset({MemoryType.FACTUAL})
+        assert await ids(SearchFilter(memory_types=factual)) == {"f"}
+        assert await ids(replace(EVERYTHING, memory_types=factual)) == {"f", "gone", "old"}
+        two = frozenset({MemoryType.EPISODIC, MemoryType.PROCEDURAL})
+        assert await ids(SearchFilter(memory_types=two)) == {"e", "legacy"}
+        assert await ids(SearchFilter(memory_types=frozenset())) == set()
+        assert await ids(SearchFilter(ids=frozenset({"e", "gone", "nope"}))) == {"e"}
+        assert await ids(SearchFilter(ids=frozenset())) == set()
+        assert await ids(SearchFilter(pinned=True)) == set()
+        assert await ids(SearchFilter(pinned=False)) == {"f", "e", "legacy"}
+
+    async def test_search_archives_filters_apply_before_k(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        """The few matching records rank far below many others: a store that cut to k
+        first and filtered afterwards would return too few, or the wrong ones."""
+        near = [
+            self.record(f"near{i:03d}", namespace).model_copy(
+                update={"summary_embedding": self.vec(0, 1, weights=[1.0, i / 1000])}
+            )
+            for i in range(60)
+        ]
+        wanted = [
+            self.record(f"want{i}", namespace).model_copy(
+                update={
+                    "summary_embedding": self.vec(0, 1, weights=[1.0, 2.0 + i]),
+                    "metadata": {"keep": True},
+                    "memory_type": MemoryType.PROJECT,
+                }
+            )
+            for i in range(3)
+        ]
+        await self.archive_all(store, namespace, [*near, *wanted])
+        for filters in (
+            SearchFilter(metadata=(MetadataFilter("keep", "eq", True),)),
+            SearchFilter(memory_types=frozenset({MemoryType.PROJECT})),
+        ):
+            hits = await store.search_archives(namespace, self.q(0), k=2, filters=filters)
+            assert [h.record.id for h in hits] == ["want0", "want1"]
+        by_id = SearchFilter(ids=frozenset({"want2", "near059"}))
+        hits = await store.search_archives(namespace, self.q(0), k=1, filters=by_id)
+        assert [h.record.id for h in hits] == ["near059"]
 
     async def test_update_archive_overwrites_the_record(
         self, store: MemoryStore, namespace: str

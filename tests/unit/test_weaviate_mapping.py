@@ -48,6 +48,8 @@ from tiered_memory.stores.weaviate import (
 from tiered_memory.stores.weaviate_filters import (
     NoMatches,
     after_condition,
+    archive_where,
+    flags_unknown_where,
     ids_condition,
     metadata_condition,
     metadata_properties,
@@ -406,7 +408,38 @@ def test_live_schema_declares_every_written_property() -> None:
 
 
 def test_archive_schema_declares_every_written_property() -> None:
-    assert set(archive_to_properties(full_record())) == {p.name for p in ARCHIVE_SCHEMA}
+    flagged = full_record().model_copy(update={"do_not_inject": False, "superseded": True})
+    written = set(archive_to_properties(flagged))
+    meta = {n for n in written if n.startswith("meta_") and n != "meta_keys"}
+    assert written - meta == {p.name for p in ARCHIVE_SCHEMA}
+
+
+def test_archive_records_flatten_metadata_like_live_memories() -> None:
+    """The same typed metadata properties as a live memory, so one filter fits both."""
+    record = full_record()
+    props = archive_to_properties(record)
+    assert {k: v for k, v in props.items() if k.startswith("meta")} == {
+        k: v for k, v in flatten_metadata(record.metadata).items() if k.startswith("meta")
+    }
+    assert props["meta_keys"] == ["k", "n"]
+    assert props[meta_property("n", "na")] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("flags", [(None, None), (True, False), (False, True)])
+def test_archive_flags_round_trip_and_unknown_ones_are_absent(
+    flags: tuple[bool | None, bool | None],
+) -> None:
+    do_not_inject, superseded = flags
+    record = full_record().model_copy(
+        update={"do_not_inject": do_not_inject, "superseded": superseded}
+    )
+    props = archive_to_properties(record)
+    assert ("do_not_inject" in props, "superseded" in props) == (
+        do_not_inject is not None,
+        superseded is not None,
+    )
+    back = archive_from_properties(props, namespace="ns", vector=record.summary_embedding)
+    assert (back.do_not_inject, back.superseded) == flags
 
 
 @pytest.mark.parametrize("schema", [LIVE_SCHEMA, ARCHIVE_SCHEMA, REGISTRY_SCHEMA])
@@ -658,6 +691,101 @@ def test_ids_filter_is_scoped_by_namespace() -> None:
 def test_empty_sets_match_nothing(filters: SearchFilter) -> None:
     with pytest.raises(NoMatches):
         search_where("ns", ACTIVE, ACTIVE, filters)
+
+
+# -- filters: archive records --------------------------------------------------------------
+
+ARCHIVE_DEFAULTS = [
+    Filter.by_property("do_not_inject").not_equal(True),
+    Filter.by_property("superseded").not_equal(True),
+]
+
+
+def test_default_archive_search_hides_forgotten_and_superseded_records() -> None:
+    """`not_equal(True)`: a record whose flags are unknown (absent) still passes."""
+    assert wire(archive_where("ns", SearchFilter())) == wire(Filter.all_of(ARCHIVE_DEFAULTS))
+    assert archive_where("ns", everything()) is None
+    assert archive_where("ns", everything(pinned=False)) is None  # never pinned
+
+
+def test_an_archive_search_for_pinned_memories_matches_nothing() -> None:
+    with pytest.raises(NoMatches):
+        archive_where("ns", SearchFilter(pinned=True))
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        SearchFilter(ids=frozenset()),
+        SearchFilter(memory_types=frozenset()),
+        SearchFilter(metadata=(MetadataFilter("k", "in", []),)),
+    ],
+)
+def test_empty_sets_match_no_archive_record(filters: SearchFilter) -> None:
+    with pytest.raises(NoMatches):
+        archive_where("ns", filters)
+
+
+archive_filters = st.builds(
+    SearchFilter,
+    include_forgotten=st.booleans(),
+    include_superseded=st.booleans(),
+    pinned=st.sampled_from([None, False]),
+    memory_types=st.none() | st.frozensets(st.sampled_from(list(MemoryType)), min_size=1),
+    metadata=st.lists(
+        st.sampled_from(
+            [
+                MetadataFilter("color", "eq", "red"),
+                MetadataFilter("size", "gt", 2),
+                MetadataFilter("tags", "contains", "a"),
+                MetadataFilter("code", "nin", [1, "x", True]),
+                MetadataFilter("note", "exists", False),
+                MetadataFilter("empty", "nin", []),
+            ]
+        ),
+        max_size=3,
+    ).map(tuple),
+    ids=st.none() | st.frozensets(st.sampled_from(["a", "b", "it's"]), min_size=1),
+)
+
+
+@settings(max_examples=200)
+@given(archive_filters)
+def test_archive_records_are_filtered_exactly_as_live_memories(filters: SearchFilter) -> None:
+    """Types, ids and metadata translate to the very conditions a live search sends;
+    only the flags differ (absent flags pass) and `pinned` (never set) adds nothing."""
+    kept: list[FilterReturn] = []
+    if filters.memory_types is not None:
+        types = sorted(t.value for t in filters.memory_types)
+        kept.append(Filter.by_property("memory_type").contains_any(types))
+    if filters.ids is not None:
+        kept.append(ids_condition("ns", filters.ids))
+    kept += [c for f in filters.metadata if (c := metadata_condition(f)) is not None]
+    flags = [
+        part
+        for part, hidden in zip(
+            ARCHIVE_DEFAULTS,
+            (not filters.include_forgotten, not filters.include_superseded),
+            strict=True,
+        )
+        if hidden
+    ]
+    live = everything(memory_types=filters.memory_types, ids=filters.ids, metadata=filters.metadata)
+    assert wire(search_where("ns", ACTIVE, ACTIVE, live)) == wire(
+        Filter.all_of(kept) if kept else None
+    )
+    expected = flags + kept
+    assert wire(archive_where("ns", filters)) == wire(Filter.all_of(expected) if expected else None)
+
+
+def test_records_with_unknown_flags_are_those_neither_true_nor_false() -> None:
+    def unknown(name: str) -> FilterReturn:
+        by = Filter.by_property(name)
+        return Filter.all_of([by.not_equal(True), by.not_equal(False)])
+
+    assert wire(flags_unknown_where()) == wire(
+        Filter.any_of([unknown("do_not_inject"), unknown("superseded")])
+    )
 
 
 def test_ids_condition_and_after_condition() -> None:

@@ -865,7 +865,8 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         The best-scoring rows are checked in growing batches; once k rows of a
         best-first prefix pass, no row outside it can beat them, so this is exact.
         A filter so selective that batches reach a quarter of the partition is
-        checked once over the whole partition instead.
+        checked once over the whole partition instead. The archive partition's rows
+        are archive records, whose metadata column has the same encoding.
         """
         clauses: list[str] = []
         params: list[Any] = []
@@ -874,6 +875,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             clauses.append(sql)
             params.extend(values)
         conditions = " AND ".join(clauses)
+        table = "archives" if part == ARCHIVE_KEY else "memories"
         batch = k * _METADATA_BATCH
         while batch * _METADATA_BATCH <= allowed:
             candidates = index.best(scores, batch)
@@ -881,7 +883,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             passing = {
                 row[0]
                 for row in conn.execute(
-                    f"SELECT m.id FROM memories AS m WHERE m.namespace = ? "
+                    f"SELECT m.id FROM {table} AS m WHERE m.namespace = ? "
                     f"AND m.id {IN_JSON} AND {conditions}",
                     (ns, ids, *params),
                 )
@@ -890,12 +892,13 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             if len(matched) >= k:
                 return matched[:k]
             batch *= _METADATA_BATCH
+        tier: tuple[str, ...] = () if part == ARCHIVE_KEY else (part,)
         everywhere = {
             row[0]
             for row in conn.execute(
-                f"SELECT m.id FROM memories AS m WHERE m.namespace = ? AND m.tier = ? "
-                f"AND {conditions}",
-                (ns, part, *params),
+                f"SELECT m.id FROM {table} AS m WHERE m.namespace = ?"
+                f"{' AND m.tier = ?' if tier else ''} AND {conditions}",
+                (ns, *tier, *params),
             )
         }
         usable = index.of_ids(everywhere) & np.isfinite(scores)

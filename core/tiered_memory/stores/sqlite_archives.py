@@ -22,6 +22,10 @@ So the row keeps only what search and display need, in the smallest exact form:
   records of its folder, e.g. `file:///data/ns/{id}.json`).
 - the table is WITHOUT ROWID with (namespace, id) as its key, so no second index
   repeats the id.
+- what a search filters on, as for a live memory: the memory type and metadata, and the
+  memory's flags (`do_not_inject`, `superseded`; NULL while unknown, in rows written
+  before they were kept). The vector cache holds the type and flags beside each code,
+  so `search_archives` answers types, ids and flags from a mask and metadata by SQL.
 
 Files of schema version 1 (pydantic JSON plus a float32 blob) are converted once when
 opened (`migrate_v1`); a summary embedding then goes through the same quantiser.
@@ -46,17 +50,18 @@ from tiered_memory.errors import (
     ValidationError,
 )
 from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType
-from tiered_memory.ports import Matrix, ScoredArchive, Vector
+from tiered_memory.ports import Matrix, ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_vector
 
 from .sqlite_query import IN_JSON, from_us, json_list, to_us, to_us_or_none
-from .sqlite_vectors import VectorIndex
+from .sqlite_vectors import TYPE_CODES, Mask, Scores, VectorIndex, flags_of
 
 if TYPE_CHECKING:
     from .sqlite_schema import SQLiteDatabase
     from .sqlite_vectors import VectorCache
 
 ARCHIVE_KEY = "archived"  # vector-cache partition of a namespace's archive records
+_NO_FILTER = SearchFilter()
 
 # -- the summary-embedding code ------------------------------------------------------------
 
@@ -134,26 +139,33 @@ def decode_directions(codes: Sequence[bytes], dimension: int) -> Matrix:
     return _trits(payload, len(codes), dimension)
 
 
+# ids, summary codes, and the filter facts the cache keeps beside them (`flags_of`
+# of the record's flags, unknown read as unset; `TYPE_CODES` of its memory type)
+CodeRows = tuple[list[str], list[bytes], list[int], list[int]]
+
+
 class CalibratedIndex(VectorIndex):
     """The archive partition of the vector cache: each row is the unit direction of a
     code divided by the code's fidelity, so the dot product with a unit query is the
     calibrated cosine estimate itself, and ranking by it is exact (no re-ranking)."""
 
     @classmethod
-    def of_codes(cls, dimension: int, ids: Sequence[str], codes: Sequence[bytes]) -> VectorIndex:
+    def of_codes(cls, dimension: int, rows: CodeRows) -> VectorIndex:
+        ids, codes, flags, types = rows
         n = len(ids)
-        index = cls.build(dimension, ids, decode_directions(codes, dimension), [0] * n, [0] * n)
+        index = cls.build(dimension, ids, decode_directions(codes, dimension), flags, types)
         index._vectors[:n] /= _fidelities(codes, dimension)[:, None]
         return index
 
-    def add_codes(self, ids: Sequence[str], codes: Sequence[bytes]) -> None:
+    def add_codes(self, rows: CodeRows) -> None:
+        ids, codes, flags, types = rows
         if not ids:
             return
         directions = decode_directions(codes, self.dimension)
-        for memory_id, direction, fidelity in zip(
-            ids, directions, _fidelities(codes, self.dimension), strict=True
+        for memory_id, direction, fidelity, flag, type_code in zip(
+            ids, directions, _fidelities(codes, self.dimension), flags, types, strict=True
         ):
-            self.add(memory_id, direction)
+            self.add(memory_id, direction, flag, type_code)
             self._vectors[self._pos[memory_id]] /= fidelity
 
 
@@ -178,8 +190,13 @@ DEFAULT_SOURCE = "api"
 COLUMNS = (
     "namespace, id, summary, summary_code, memory_type, importance, source, metadata, "
     "links, storage_ref, size_bytes, checksum, storage_verified, created_at, archived_at, "
-    "archive_reason, use_count, expansions"
+    "archive_reason, use_count, expansions, do_not_inject, superseded"
 )
+# Columns added to the table after it was first laid out (NULL in the rows before):
+# `add_columns` adds them to older files, so no schema version is needed, and a library
+# that predates them still reads and writes the file (leaving them NULL: unknown).
+ADDED_COLUMNS = {"do_not_inject": "INTEGER", "superseded": "INTEGER"}
+_FLAGS_UNKNOWN = "(do_not_inject IS NULL OR superseded IS NULL)"
 _COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
 _UPSERT = (
     f"INSERT INTO archives ({COLUMNS}) VALUES ({', '.join('?' * len(_COLUMN_NAMES))}) "
@@ -292,7 +309,17 @@ def archive_row(conn: sqlite3.Connection, ns: str, record: ArchiveRecord) -> tup
         intern(conn, record.archive_reason),
         record.use_count,
         _json([to_us(t) for t in record.expansions], "expansions") if record.expansions else None,
+        _flag(record.do_not_inject),
+        _flag(record.superseded),
     )
+
+
+def _flag(value: bool | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _unflag(value: int | None) -> bool | None:
+    return None if value is None else bool(value)
 
 
 def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) -> ArchiveRecord:
@@ -323,6 +350,8 @@ def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) ->
         archive_reason=strings[row["archive_reason"]],
         use_count=row["use_count"],
         expansions=[from_us(t) for t in json.loads(expansions)] if expansions else [],
+        do_not_inject=_unflag(row["do_not_inject"]),
+        superseded=_unflag(row["superseded"]),
     )
 
 
@@ -363,7 +392,46 @@ def migrate_v1(conn: sqlite3.Connection, create_archives: str) -> int:
     return converted
 
 
+def add_columns(conn: sqlite3.Connection) -> list[str]:
+    """Add the `ADDED_COLUMNS` a file's `archives` table lacks; returns their names.
+
+    Their values are unknown (NULL) in the rows already there: the flags are read back
+    from each record's original by the sweep (`Archiver.backfill_flags`)."""
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(archives)")}
+    added = [name for name in ADDED_COLUMNS if name not in columns]
+    for name in added:
+        conn.execute(f"ALTER TABLE archives ADD COLUMN {name} {ADDED_COLUMNS[name]}")
+    # the records still to backfill (`scan_archives(flags_unknown=True)`): empty once done
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS archives_flags_unknown ON archives (namespace, id) "
+        f"WHERE {_FLAGS_UNKNOWN}"
+    )
+    return added
+
+
 # -- the store's archive methods -----------------------------------------------------------
+
+
+def _keep_code(
+    conn: sqlite3.Connection, ns: str, record: ArchiveRecord, row: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """`row` with the stored summary code kept when the record carries the vector that
+    code reads back as (an update of a record as read: an expansion, a backfill).
+
+    Coding the read-back vector again would give the same trits with fidelity 1.0, so
+    the record's calibrated scores would drop by its true fidelity (about 0.9)."""
+    if record.summary_embedding is None:
+        return row
+    found = conn.execute(
+        "SELECT summary_code FROM archives WHERE namespace = ? AND id = ?", (ns, record.id)
+    ).fetchone()
+    dimension = len(record.summary_embedding)
+    if found is None or found[0] is None or len(found[0]) != code_size(dimension):
+        return row
+    stored, _ = decode_code(found[0], dimension)
+    if not np.array_equal(stored, np.asarray(record.summary_embedding, dtype=np.float32)):
+        return row
+    return (*row[:3], found[0], *row[4:])
 
 
 def _namespace(namespace: str) -> str:
@@ -400,6 +468,23 @@ class SQLiteArchiveMixin:
     def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
         raise NotImplementedError
 
+    @staticmethod
+    def _mask(index: VectorIndex, filters: SearchFilter) -> Mask | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _best_matching(
+        conn: sqlite3.Connection,
+        ns: str,
+        part: str,
+        index: VectorIndex,
+        scores: Scores,
+        allowed: int,
+        k: int,
+        filters: SearchFilter,
+    ) -> list[tuple[str, float]]:
+        raise NotImplementedError
+
     def _prepare(
         self, namespace: str, memories: Sequence[Memory], *, need_embedding: bool
     ) -> tuple[list[tuple[Any, ...]], int | None]:
@@ -427,29 +512,36 @@ class SQLiteArchiveMixin:
     @staticmethod
     def _archive_codes(
         conn: sqlite3.Connection, ns: str, ids: Sequence[str] | None = None
-    ) -> tuple[list[str], list[bytes]]:
-        """Ids and summary codes of a namespace's records (of `ids` only, if given)."""
-        sql = "SELECT id, summary_code FROM archives WHERE namespace = ? "
+    ) -> CodeRows:
+        """Ids, summary codes and filter facts of a namespace's records (of `ids` only,
+        if given)."""
+        sql = (
+            "SELECT id, summary_code, memory_type, do_not_inject, superseded "
+            "FROM archives WHERE namespace = ? "
+        )
         params: tuple[Any, ...] = (ns,)
         if ids is not None:
             sql += f"AND id {IN_JSON} "
             params = (ns, json_list(ids))
         rows = conn.execute(sql + "AND summary_code IS NOT NULL", params).fetchall()
-        return [row[0] for row in rows], [row[1] for row in rows]
+        return (
+            [row[0] for row in rows],
+            [row[1] for row in rows],
+            [flags_of(bool(row[3]), bool(row[4]), False) for row in rows],
+            [TYPE_CODES[_TYPES[row[2]]] for row in rows],
+        )
 
     def _archive_index(self, conn: sqlite3.Connection, ns: str, dim: int) -> VectorIndex:
         """The archive partition of the vector cache, loaded from the codes."""
-        ids, codes = self._archive_codes(conn, ns)
-        return CalibratedIndex.of_codes(dim, ids, codes)
+        return CalibratedIndex.of_codes(dim, self._archive_codes(conn, ns))
 
     def _refresh_archive_index(
         self, conn: sqlite3.Connection, ns: str, index: VectorIndex, ids: Sequence[str]
     ) -> None:
         """Re-add the cached rows of `ids` after a write (the caller removed them)."""
-        found, codes = self._archive_codes(conn, ns, ids)
         if not isinstance(index, CalibratedIndex):  # never: _archive_index builds them
             raise TypeError("the archive partition of the cache is not a CalibratedIndex")
-        index.add_codes(found, codes)
+        index.add_codes(self._archive_codes(conn, ns, ids))
 
     @staticmethod
     def _get_archives(
@@ -499,10 +591,12 @@ class SQLiteArchiveMixin:
             return self._get_archives(conn, ns, ids)
 
     async def search_archives(
-        self, namespace: str, query: Vector, *, k: int
+        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter = _NO_FILTER
     ) -> list[ScoredArchive]:
-        """The k records whose summary embeddings are closest to `query`, scored by the
-        calibrated estimate of the cosine to the float vector (`CalibratedIndex`)."""
+        """The k records whose summary embeddings are closest to `query` among those
+        `filters` allow, scored by the calibrated estimate of the cosine to the float
+        vector (`CalibratedIndex`). Types, ids and flags are answered from the cache,
+        metadata by SQL over the best-first prefix, as for live memories."""
         ns = _namespace(namespace)
         check_k(k)
         await self._db.gate()
@@ -512,7 +606,16 @@ class SQLiteArchiveMixin:
                 return []
             q, dim = prepared
             self._sync_cache(conn)
-            best = self._index(conn, ns, ARCHIVE_KEY, dim).top_k(q, k)
+            index = self._index(conn, ns, ARCHIVE_KEY, dim)
+            if index.size == 0:
+                return []
+            scores, allowed = index.scores(q, self._mask(index, filters))
+            if filters.metadata:
+                best = self._best_matching(
+                    conn, ns, ARCHIVE_KEY, index, scores, allowed, k, filters
+                )
+            else:
+                best = index.best(scores, min(k, allowed))
             found = self._get_archives(conn, ns, [i for i, _ in best])
         # An estimate can pass 1 by a little (a near-duplicate of a low-fidelity code).
         return [
@@ -526,7 +629,7 @@ class SQLiteArchiveMixin:
         await self._db.gate()
         with self._db.write() as conn:
             self._fix_dimension(conn, dimension)
-            row = archive_row(conn, ns, record)
+            row = _keep_code(conn, ns, record, archive_row(conn, ns, record))
             changed = conn.execute(_UPDATE, (*row[2:], ns, record.id)).rowcount
             if not changed:
                 raise NotFoundError(
@@ -573,12 +676,19 @@ class SQLiteArchiveMixin:
             return int(cur.rowcount)
 
     async def scan_archives(
-        self, namespace: str, *, after_id: str | None = None, limit: int = 500
+        self,
+        namespace: str,
+        *,
+        after_id: str | None = None,
+        limit: int = 500,
+        flags_unknown: bool = False,
     ) -> list[ArchiveRecord]:
         ns = _namespace(namespace)
         check_k(limit, "limit")
         where = "1" if after_id is None else "id > ?"
         params: tuple[Any, ...] = (ns,) if after_id is None else (ns, after_id)
+        if flags_unknown:
+            where += f" AND {_FLAGS_UNKNOWN}"
         await self._db.gate()
         with self._db.read() as conn:
             rows = conn.execute(

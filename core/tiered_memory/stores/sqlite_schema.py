@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
-from .sqlite_archives import migrate_v1
+from .sqlite_archives import add_columns, migrate_v1
 from .sqlite_query import register_functions
 
 # 1: archive records as pydantic JSON with a float32 summary embedding.
@@ -43,6 +43,8 @@ DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
 # ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
+# The memory's flags (`do_not_inject`, `superseded`) were added to version-3 files
+# without a new version: NULL is "not known yet" (`sqlite_archives.add_columns`).
 # `storage_ref` and `archive_reason` have no declared type: an integer is a key of
 # `archives_strings`, text a value kept as it is.
 _ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
@@ -64,6 +66,8 @@ _ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
         archive_reason,
         use_count INTEGER NOT NULL,
         expansions TEXT,
+        do_not_inject INTEGER,
+        superseded INTEGER,
         PRIMARY KEY (namespace, id)
     ) WITHOUT ROWID"""
 MMAP_BYTES = 1 << 30  # address space only: pages are mapped as they are read
@@ -372,6 +376,7 @@ class SQLiteDatabase:
                 migrate_v1(conn, _ARCHIVES)
             if row is not None and int(row[0]) < 3:
                 migrate_v2(conn)
+            add_columns(conn)  # columns added since, by presence (`ADDED_COLUMNS`)
             if row is None or int(row[0]) < SCHEMA_VERSION:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "

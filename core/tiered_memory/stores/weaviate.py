@@ -4,9 +4,11 @@ Layout. Four collections share a prefix (default `TieredMemory`):
 - `<prefix>Active`: HOT and WARM memories, HNSW index: the tiers every search reads.
 - `<prefix>Cold`: COLD memories, flat (brute-force) index, optionally binary-quantised:
   rarely searched, so they cost no HNSW graph in memory.
-- `<prefix>Archive`: archive records, flat index over their summary embeddings.
-- `<prefix>Registry`: the embedding dimension and the namespaces whose tenant names are
-  hashed (see `weaviate_mapping`); not multi-tenant.
+- `<prefix>Archive`: archive records, flat index over their summary embeddings; each
+  keeps its memory's type, metadata (typed properties, as live memories do) and flags,
+  so searches filter archived memories as they filter live ones.
+- `<prefix>Registry`: the embedding dimension, the namespaces whose tenant names are
+  hashed (see `weaviate_mapping`) and the one-time migrations done; not multi-tenant.
 The first three are multi-tenant: each namespace is a tenant, created on its first
 write, and every data call goes through `collection.with_tenant(...)`, so Weaviate
 itself keeps namespaces apart. Object ids are uuid5 of (namespace, memory id), equal in
@@ -126,6 +128,8 @@ from tiered_memory.stores.weaviate_filters import (
     NoMatches,
     after_condition,
     all_of,
+    archive_where,
+    flags_unknown_where,
     ids_condition,
     metadata_properties,
     scan_where,
@@ -164,6 +168,7 @@ VECTOR = "default"  # the one named vector of every collection
 _COLD_TIERS = frozenset({Tier.COLD})
 NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
 _REGISTRY_UUID = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/tiered-memory/registry")
+_ARCHIVE_FILTERS = "archive-filters"  # archive records got typed metadata properties
 
 
 class WeaviateRequestError(TieredMemoryError):
@@ -250,6 +255,9 @@ ARCHIVE_SCHEMA: tuple[_Prop, ...] = (
     _Prop("importance", DataType.NUMBER),
     _Prop("source", _T),
     _Prop("metadata_json", _T, filterable=False),
+    _Prop("meta_keys", _TA),  # and the typed meta_* properties, as in LIVE_SCHEMA
+    _Prop("do_not_inject", DataType.BOOL),
+    _Prop("superseded", DataType.BOOL),
     _Prop("links_json", _T, filterable=False),
     _Prop("storage_ref", _T, filterable=False),
     _Prop("size_bytes", DataType.INT),
@@ -264,7 +272,7 @@ ARCHIVE_SCHEMA: tuple[_Prop, ...] = (
 )
 
 REGISTRY_SCHEMA: tuple[_Prop, ...] = (
-    _Prop("kind", _T),  # "dimension" or "namespace"
+    _Prop("kind", _T),  # "dimension", "namespace" or "migration" (one done, by name)
     _Prop("tenant", _T),
     _Prop("value", _T, filterable=False),
 )
@@ -499,6 +507,11 @@ class WeaviateMemoryStore:
             await self._client.connect()
         await self._ensure_schema()
         self._opened = True
+        try:
+            await self._migrate_archives()
+        except BaseException:
+            self._opened = False
+            raise
         return self
 
     async def close(self) -> None:
@@ -617,15 +630,52 @@ class WeaviateMemoryStore:
                     ) from e
             self._props.setdefault(collection, set()).add(prop.name)
 
-    async def _ensure_meta(self, kinds: Mapping[str, MetaKind]) -> None:
-        """Typed metadata properties must exist before a write or a filter names them."""
-        for collection in (self.active_name, self.cold_name):
+    async def _ensure_meta(
+        self, kinds: Mapping[str, MetaKind], collections: Sequence[str] | None = None
+    ) -> None:
+        """Typed metadata properties must exist before a write or a filter names them
+        (in the live collections unless `collections` says which)."""
+        for collection in collections or (self.active_name, self.cold_name):
             if all(name in self._props.get(collection, set()) for name in kinds):
                 continue
             async with self._schema_lock:
                 known = self._props.get(collection, set())
                 missing = [meta_schema(n, k) for n, k in sorted(kinds.items()) if n not in known]
                 await self._add_properties(collection, missing)
+
+    async def _migrate_archives(self) -> None:
+        """Make archive objects written before records were filterable (metadata only
+        as JSON) filterable: rewrite each once through `archive_to_properties`, which
+        adds the typed metadata properties. Their flags stay unknown (absent) until the
+        sweep reads them from the originals (`Archiver.backfill_flags`).
+
+        A registry mark says it is done; a crash midway reruns it (rewrites converge).
+        As with every read-modify-write here, an expansion another process writes to a
+        record while it is rewritten can be lost."""
+        if await self._marked(_ARCHIVE_FILTERS):
+            return
+        for namespace in await self.namespaces():
+            after: str | None = None
+            while True:
+                page = await self.scan_archives(namespace, after_id=after, limit=self._read_batch)
+                await self._write_records(namespace, page)
+                if len(page) < self._read_batch:
+                    break
+                after = page[-1].id
+        await self._mark(_ARCHIVE_FILTERS)
+
+    async def _marked(self, migration: str) -> bool:
+        key = self._registry_uuid(f"migration:{migration}")
+        with self._errors("reading the registry"):
+            result = await self._use(self.registry_name).query.fetch_objects(
+                filters=Filter.by_id().equal(key), limit=1
+            )
+        return bool(result.objects)
+
+    async def _mark(self, migration: str) -> None:
+        key = self._registry_uuid(f"migration:{migration}")
+        props = {"kind": "migration", "tenant": migration, "value": "done"}
+        await self._upsert(self.registry_name, None, [(key, props, None, migration)])
 
     # -- tenants ----------------------------------------------------------------------------
 
@@ -1309,6 +1359,11 @@ class WeaviateMemoryStore:
 
     async def _write_records(self, namespace: str, records: Sequence[ArchiveRecord]) -> None:
         await self._check_dimension([r.summary_embedding for r in records])
+        kinds: dict[str, MetaKind] = {}
+        for r in records:
+            kinds.update(metadata_kinds(r.metadata))
+        if kinds:
+            await self._ensure_meta(kinds, (self.archive_name,))
         rows = [
             (object_uuid(namespace, r.id), archive_to_properties(r), r.summary_embedding, r.id)
             for r in records
@@ -1343,17 +1398,23 @@ class WeaviateMemoryStore:
         return {r.id: r for r in records}
 
     async def search_archives(
-        self, namespace: str, query: Vector, *, k: int
+        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter = NO_FILTER
     ) -> list[ScoredArchive]:
         if k < 1:
             return []
         vector = [float(x) for x in check_vector(query, await self.dimension(), what="query")]
+        await self._ensure_meta(metadata_properties(filters.metadata), (self.archive_name,))
+        try:
+            where = archive_where(namespace, filters)
+        except NoMatches:
+            return []
 
         async def call(c: Collection) -> Any:
             return await c.query.near_vector(
                 near_vector=vector,
                 target_vector=VECTOR,
                 limit=k,
+                filters=where,
                 include_vector=[VECTOR],
                 return_metadata=MetadataQuery(distance=True),
             )
@@ -1404,11 +1465,25 @@ class WeaviateMemoryStore:
         return len(present)
 
     async def scan_archives(
-        self, namespace: str, *, after_id: str | None = None, limit: int = 500
+        self,
+        namespace: str,
+        *,
+        after_id: str | None = None,
+        limit: int = 500,
+        flags_unknown: bool = False,
     ) -> list[ArchiveRecord]:
         if limit < 1:
             return []
-        where = after_condition(after_id)
+        where = all_of(
+            [
+                p
+                for p in (
+                    after_condition(after_id),
+                    flags_unknown_where() if flags_unknown else None,
+                )
+                if p is not None
+            ]
+        )
 
         async def call(c: Collection) -> Any:
             return await c.query.fetch_objects(
@@ -1418,10 +1493,13 @@ class WeaviateMemoryStore:
         result = await self._read(self.archive_name, namespace, "scanning archives", call)
         if result is None:
             return []
-        return [
+        records = [
             archive_from_properties(o.properties, namespace=namespace, vector=_vector_of(o))
             for o in result.objects
         ]
+        if flags_unknown:  # what the filter meant, whatever a server's null semantics
+            records = [r for r in records if r.do_not_inject is None or r.superseded is None]
+        return records
 
     # -- housekeeping -----------------------------------------------------------------------
 

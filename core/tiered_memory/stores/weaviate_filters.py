@@ -285,6 +285,46 @@ def search_where(
         parts.append(Filter.by_property("superseded").equal(False))
     if filters.pinned is not None:
         parts.append(Filter.by_property("pinned").equal(filters.pinned))
+    return all_of(parts + _kept_conditions(namespace, filters))
+
+
+def archive_where(namespace: str, filters: SearchFilter) -> FilterReturn | None:
+    """The filter of a search of archive records, which keep their memory's type,
+    metadata and flags, so every SearchFilter field means what it means for live ones.
+
+    An archived memory is never pinned. The flags are `not_equal(True)`: a record
+    archived before records kept them has no such property and passes, like a metadata
+    `ne` on a missing key (it counts as neither forgotten nor superseded until the
+    sweep fills them in)."""
+    if filters.pinned:
+        raise NoMatches
+    parts: list[FilterReturn] = []
+    if not filters.include_forgotten:
+        parts.append(Filter.by_property("do_not_inject").not_equal(True))
+    if not filters.include_superseded:
+        parts.append(Filter.by_property("superseded").not_equal(True))
+    return all_of(parts + _kept_conditions(namespace, filters))
+
+
+def flags_unknown_where() -> FilterReturn:
+    """Archive records lacking a flag (archived before records kept them): neither
+    true nor false."""
+    return Filter.any_of(
+        [
+            Filter.all_of(
+                [
+                    Filter.by_property(name).not_equal(True),
+                    Filter.by_property(name).not_equal(False),
+                ]
+            )
+            for name in ("do_not_inject", "superseded")
+        ]
+    )
+
+
+def _kept_conditions(namespace: str, filters: SearchFilter) -> list[FilterReturn]:
+    """Memory types, ids and metadata: what live memories and archive records share."""
+    parts: list[FilterReturn] = []
     if filters.memory_types is not None:
         types = sorted(MemoryType.parse(t).value for t in filters.memory_types)
         if not types:
@@ -296,7 +336,7 @@ def search_where(
         condition = metadata_condition(f)
         if condition is not None:
             parts.append(condition)
-    return all_of(parts)
+    return parts
 
 
 def _before(prop: str, when: datetime | None) -> FilterReturn | None:

@@ -304,15 +304,28 @@ def memory_from_properties(
 
 
 def archive_to_properties(record: ArchiveRecord) -> dict[str, Any]:
-    metadata_json = json.dumps(record.metadata, ensure_ascii=False, allow_nan=False)
+    """The properties of an archive record: its memory's metadata flattened as for a
+    live memory, and its flags, so searches filter it the same way. Unknown flags are
+    omitted (absent reads back as None)."""
+    meta = flatten_metadata(record.metadata)
+    metadata_json = meta["metadata_json"]
+    flags = {
+        name: value
+        for name, value in (
+            ("do_not_inject", record.do_not_inject),
+            ("superseded", record.superseded),
+        )
+        if value is not None
+    }
     return {
+        **meta,
+        **flags,
         "memory_id": record.id,
         "id_key": id_key(record.id),
         "summary": record.summary,
         "memory_type": record.memory_type.value,
         "importance": float(record.importance),
         "source": record.source,
-        "metadata_json": metadata_json,
         "links_json": json.dumps([link.model_dump(mode="json") for link in record.links]),
         "storage_ref": record.storage_ref,
         "size_bytes": record.size_bytes,
@@ -351,7 +364,13 @@ def archive_from_properties(
         archive_reason=str(props.get("archive_reason") or ""),
         use_count=int(props.get("use_count") or 0),
         expansions=[_datetime(e) for e in _strings(props.get("expansions"))],
+        do_not_inject=_optional_bool(props.get("do_not_inject")),
+        superseded=_optional_bool(props.get("superseded")),
     )
+
+
+def _optional_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
 
 
 # -- what writes do to a memory ------------------------------------------------------------------
