@@ -90,7 +90,7 @@ DEFAULT_VARIANTS = (
     "replay: no dedup",
     "replay: no context phase",
     "replay: no query cues",
-    "replay: no update rule",
+    "replay: update rule at 0.8",
 )
 
 
