@@ -794,7 +794,7 @@ async def _archive_candidates(
                 raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
         return chosen
     if age is None:
-        return await memory.sweep.archive_candidates(ns, now)
+        return [c.memory for c in await memory.archival.candidates(ns, now)]
     picked: list[Memory] = []
     after: str | None = None
     while True:
