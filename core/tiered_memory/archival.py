@@ -114,7 +114,6 @@ class _Run:
     explicit: bool
     report: MaintenanceReport | None
     ratio: float
-    tried: int = 0  # the pause rule's denominator: memories tried, in order
     failed: int = 0
     paused: bool = False
     archived: list[str] = field(default_factory=list)
@@ -128,7 +127,7 @@ class _Run:
         self.report.errors.append(
             f"{self.ns}: archive {memory_id}: {type(error).__name__}: {error}"
         )
-        if self.failed / max(position, MIN_COUNTED) > self.ratio:
+        if not self.paused and self.failed / max(position, MIN_COUNTED) > self.ratio:
             self.paused = True
             self.report.archive_paused = True
             self.report.errors.append(
@@ -343,7 +342,8 @@ class ArchivalPipeline:
                         run.ns, candidate, claimed[memory_id], claimant, now
                     )
                 except Exception as e:  # this memory stays COLD, untouched
-                    if not await flush() or failed(position, memory_id, e):
+                    flushed = await flush()  # the memories ahead of it count first
+                    if failed(position, memory_id, e) or not flushed:
                         break
                     continue
                 if draft is not None:
@@ -375,7 +375,9 @@ class ArchivalPipeline:
         )
         if draft is None:
             return None
-        await self.store.note_archival(ns, claimant, {memory_id: draft.record.checksum})
+        noted = await self.store.note_archival(ns, claimant, {memory_id: draft.record.checksum})
+        if memory_id not in noted:  # the claim was taken over (its lease ran out)
+            return None
         try:
             await self.archiver.store_original(ns, draft, defer_sync=True)
         except BaseException:

@@ -368,11 +368,16 @@ class Archiver:
     async def _links_from_previous_attempt(
         self, ns: str, memory_id: str, previous: Sequence[str]
     ) -> list[Link]:
-        """The links an earlier attempt saved in its original, newest attempt first."""
-        for checksum in reversed(previous):
+        """The links an earlier attempt saved in its original, newest attempt first; with
+        none in the journal, an original a version before content addressing left under
+        the memory's id."""
+        attempts: list[tuple[str, str | None]] = [
+            (original_key(memory_id, c), c) for c in reversed(previous)
+        ] or [(memory_id, None)]
+        for key, checksum in attempts:
             try:
-                data = await self.objects.get(ns, original_key(memory_id, checksum))
-                if sha256_hex(data) != checksum:
+                data = await self.objects.get(ns, key)
+                if checksum is not None and sha256_hex(data) != checksum:
                     continue
                 return document_links(decode_document(data, expected_id=memory_id))
             except (TieredMemoryError, OSError, TypeError, ValueError):

@@ -365,9 +365,10 @@ class MemoryStore(Protocol):
 
     async def note_archival(
         self, namespace: str, claimant: str, written: Mapping[str, str]
-    ) -> None:
+    ) -> set[str]:
         """Record, before writing them, the checksums of the originals `claimant` is about
-        to write (id -> checksum); rows another claimant holds are left alone."""
+        to write (id -> checksum); returns the ids noted. A memory another claimant holds
+        now is not noted, and its original must not be written."""
 
     async def release_archival(
         self,

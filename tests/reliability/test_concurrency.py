@@ -275,9 +275,7 @@ async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: s
 
             async def archive_first(namespace: str, links: Any) -> None:
                 graph.upsert_links = upsert  # type: ignore[method-assign]
-                assert await amem.archiver.archive_one(
-                    namespace, target.id, now=clock.now(), reason="race"
-                )
+                assert await amem.archive([target.id], namespace=namespace, reason="race") == 1
                 await upsert(namespace, links)
 
             graph.upsert_links = archive_first  # type: ignore[method-assign]
@@ -286,11 +284,11 @@ async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: s
             store, archive_many = amem.store, amem.store.archive_many
             newcomers: list[Memory] = []
 
-            async def link_first(namespace: str, records: Any) -> int:
+            async def link_first(namespace: str, records: Any, **kwargs: Any) -> int:
                 store.archive_many = archive_many  # type: ignore[method-assign]
                 newcomers.extend(await amem.add_many([f"{text}!"], namespace=ns, dedup=False))
                 assert await amem.links(newcomers[0].id, namespace=ns)
-                return await archive_many(namespace, records)
+                return await archive_many(namespace, records, **kwargs)
 
             store.archive_many = link_first  # type: ignore[method-assign]
             report = await amem.maintain()

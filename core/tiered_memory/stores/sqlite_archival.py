@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tiered_memory import journal
 from tiered_memory.errors import NamespaceError, ValidationError
 from tiered_memory.ports import ArchivalFailure, ArchivalState
 from tiered_memory.validation import check_id
@@ -54,7 +54,6 @@ _UPSERT = (
     "failures = excluded.failures, error = excluded.error, failed_at = excluded.failed_at, "
     "quarantined = excluded.quarantined"
 )
-MAX_ERROR_CHARS = 2_000  # a failure's message, kept for the report; tracebacks are logged
 
 
 def _state(row: sqlite3.Row) -> ArchivalState:
@@ -82,11 +81,6 @@ def _row(ns: str, s: ArchivalState) -> tuple[Any, ...]:
         to_us_or_none(s.failed_at),
         int(s.quarantined),
     )
-
-
-def _empty(s: ArchivalState) -> bool:
-    """Nothing left to remember: no claim, no failure, no original to clean up."""
-    return not (s.claimant or s.written or s.failures or s.error or s.quarantined)
 
 
 def _namespace(namespace: str) -> str:
@@ -120,6 +114,15 @@ class SQLiteArchivalMixin:
         return {s.id: s for s in map(_state, rows.fetchall())}
 
     @staticmethod
+    def _apply(conn: sqlite3.Connection, ns: str, changes: journal.Changes) -> None:
+        conn.executemany(_UPSERT, [_row(ns, s) for s in changes.write])
+        if changes.delete:
+            conn.execute(
+                f"DELETE FROM archival WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(changes.delete)),
+            )
+
+    @staticmethod
     def _live(conn: sqlite3.Connection, ns: str, ids: Sequence[str]) -> set[str]:
         sql = f"SELECT id FROM memories WHERE namespace = ? AND id {IN_JSON}"
         return {row[0] for row in conn.execute(sql, (ns, json_list(ids)))}
@@ -150,47 +153,33 @@ class SQLiteArchivalMixin:
         wanted = list(dict.fromkeys(check_id(i) for i in ids))
         if not wanted:
             return {}
-        stale = dict(replacing or {})
-        claimed: dict[str, ArchivalState] = {}
         await self._db.gate()
         with self._db.write() as conn:
             live = self._live(conn, ns, wanted)
-            rows = self._states(conn, ns, wanted)
-            writes: list[tuple[Any, ...]] = []
-            for memory_id in (i for i in wanted if i in live):
-                before = rows.get(memory_id, ArchivalState(id=memory_id))
-                held = (
-                    before.claimant is not None
-                    and before.claimant != who
-                    and (before.claimed_until is None or before.claimed_until > now)
-                    and stale.get(memory_id) != before.claimant
-                )
-                if held or (before.quarantined and not release_quarantine):
-                    continue
-                claimed[memory_id] = before
-                after = replace(before, claimant=who, claimed_until=until, quarantined=False)
-                writes.append(_row(ns, after))
-            conn.executemany(_UPSERT, writes)
-        return claimed
+            before, changes = journal.claim(
+                self._states(conn, ns, wanted),
+                [i for i in wanted if i in live],
+                who=who,
+                until=until,
+                now=now,
+                replacing=replacing,
+                release_quarantine=release_quarantine,
+            )
+            self._apply(conn, ns, changes)
+        return before
 
     async def note_archival(
         self, namespace: str, claimant: str, written: Mapping[str, str]
-    ) -> None:
+    ) -> set[str]:
         ns = _namespace(namespace)
         who = _claimant(claimant)
         if not written:
-            return
+            return set()
         await self._db.gate()
         with self._db.write() as conn:
-            rows = self._states(conn, ns, list(written))
-            conn.executemany(
-                "UPDATE archival SET written = ? WHERE namespace = ? AND id = ? AND claimant = ?",
-                [
-                    (json.dumps([*rows[i].written, checksum]), ns, i, who)
-                    for i, checksum in written.items()
-                    if i in rows and rows[i].claimant == who and checksum not in rows[i].written
-                ],
-            )
+            changes = journal.note(self._states(conn, ns, list(written)), who, written)
+            self._apply(conn, ns, changes)
+        return {s.id for s in changes.write}
 
     async def release_archival(
         self,
@@ -208,34 +197,15 @@ class SQLiteArchivalMixin:
         wanted = list(dict.fromkeys([*ids, *failed]))
         if not wanted:
             return []
-        quarantined: list[str] = []
         await self._db.gate()
         with self._db.write() as conn:
-            rows = self._states(conn, ns, wanted)
-            keep: list[tuple[Any, ...]] = []
-            drop: list[str] = []
-            for memory_id in wanted:
-                before = rows.get(memory_id)
-                if before is None or before.claimant != who:
-                    continue  # taken over since: the row is someone else's now
-                failure = failed.get(memory_id)
-                after = replace(before, claimant=None, claimed_until=None)
-                if failure is not None:
-                    after = replace(
-                        after,
-                        failures=after.failures + int(failure.counts),
-                        error=failure.error[:MAX_ERROR_CHARS],
-                        failed_at=now,
-                    )
-                if failure is not None and failure.counts and after.failures >= quarantine_after:
-                    after = replace(after, quarantined=True)
-                    quarantined.append(memory_id)
-                if _empty(after):
-                    drop.append(memory_id)
-                else:
-                    keep.append(_row(ns, after))
-            conn.executemany(_UPSERT, keep)
-            conn.execute(
-                f"DELETE FROM archival WHERE namespace = ? AND id {IN_JSON}", (ns, json_list(drop))
+            changes = journal.release(
+                self._states(conn, ns, wanted),
+                who,
+                ids,
+                failures=failed,
+                now=now,
+                quarantine_after=quarantine_after,
             )
-        return quarantined
+            self._apply(conn, ns, changes)
+        return changes.quarantined
