@@ -18,6 +18,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -227,6 +229,37 @@ async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
         assert (await amem.stats(namespace=NS)).quarantined == 1
         assert [q.id for q in await amem.quarantined(namespace=NS)] == [ids[1]]
         assert (await amem.expand(ids[0], namespace=NS))["content"] == texts[0]
+    finally:
+        await amem.close()
+
+
+@pytest.mark.slow
+async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_698(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The issue's case: the two are the least important, so the sweep tries them first;
+    before, the pause rule stopped every run right there, forever."""
+    amem = await _engine(tmp_path, clock)  # batch_size 500, quarantine_after 3
+    try:
+        texts = [f"Build {i:03d} of the nightly pipeline passed" for i in range(700)]
+        ids = await _due(amem, clock, texts)
+        for memory_id in ids[:2]:
+            await amem.store.patch_many(NS, [memory_id], _importance(0.05))
+        amem.archiver.summarizer = Poisoned(
+            lambda text: text.startswith(("Build 000", "Build 001"))
+        )
+
+        runs = [await amem.maintain() for _ in range(4)]
+        assert [r.count("cold_to_archived") for r in runs] == [0, 500, 198, 0]
+        # the 4th tries only the two (2 of 2 failed): their third failure sets them aside
+        assert [r.archive_paused for r in runs] == [True, False, False, True]
+        assert [r.count("archive_quarantined") for r in runs] == [0, 0, 0, 2]
+        stats = await amem.stats(namespace=NS)
+        assert stats.tiers[Tier.ARCHIVED].count == 698
+        assert stats.quarantined == 2
+        assert sorted(q.id for q in runs[-1].quarantined) == sorted(ids[:2])
+        after = await amem.maintain()  # set aside: no longer tried
+        assert (after.errors, after.archive_paused) == ([], False)
     finally:
         await amem.close()
 
