@@ -3,7 +3,8 @@
 Candidates come from store-side filters (tier + timestamps), page by page, never from
 loading every memory. Each transition is a pure function of stored state and `now`,
 so running the sweep twice at the same time changes nothing the second time, and a
-sweep that stopped half-way is simply run again.
+sweep that stopped half-way is simply run again. The last step, archival, is the
+pipeline of `tiered_memory.archival` (claims, a per-run cap, quarantine).
 """
 
 from __future__ import annotations
@@ -129,19 +130,6 @@ class Sweep:
 
     # -- helpers -------------------------------------------------------------------------
 
-    async def _pages(self, ns: str, query: ScanQuery) -> AsyncIterator[list[Memory]]:
-        """Pages of a scan. Each page is read before anything in it moves, and the
-        cursor is the id, so moving a memory out of the scanned tier does not skip others."""
-        after: str | None = None
-        while True:
-            page = await self.store.scan(ns, replace(query, after_id=after))
-            if not page:
-                return
-            yield page
-            if len(page) < query.limit:
-                return
-            after = page[-1].id
-
     async def _ids(self, ns: str, query: ScanQuery) -> list[str]:
         """Every id matching `query`: for the rules that are pure store-side filters."""
         out: list[str] = []
@@ -156,7 +144,9 @@ class Sweep:
     async def _facts(
         self, ns: str, query: ScanQuery, *, use_days: bool = False
     ) -> AsyncIterator[MemoryFacts]:
-        """Pages of columns (`query.limit` rows each), paged by id like `_pages`."""
+        """Pages of columns (`query.limit` rows each), paged by id: each page is read
+        before anything in it moves, so moving a memory out of the scanned tier does not
+        skip others."""
         page_query = query
         while True:
             page = await self.store.scan_facts(ns, page_query, use_days=use_days)

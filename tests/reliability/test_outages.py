@@ -236,7 +236,7 @@ async def test_object_store_outage_pauses_archival_with_memories_kept_cold(
         assert report.count("cold_to_archived") == len(contents)
         snap = await check_store(mem, {NS: contents})
         assert len(snap.archived) == len(contents)
-        for (_, _), record in snap.archived.items():
+        for record in snap.archived.values():
             data = await mem.objects.get(NS, original_key(record.id, record.checksum))
             assert sha256_hex(data) == record.checksum
     finally:

@@ -178,7 +178,7 @@ async def test_object_store_outage_mid_batch_keeps_every_memory_whole(
             assert report.count("cold_to_archived") == 80
             records = await again.store.get_archives(NS, ids)
             assert len(records) == 120
-            for memory_id, record in records.items():
+            for record in records.values():
                 data = await again.archiver.verified_original(NS, record)
                 assert sha256_hex(data) == record.checksum
             assert await again.store.get_many(NS, ids) == {}
