@@ -985,7 +985,9 @@ class AsyncTieredMemory:
 
         Idempotent; `dry_run=True` reports what would move and what archiving would
         cost, changing nothing. Returns a report with `skipped=True` when another sweep
-        of this store is running (in this process or, for SQLite, any other).
+        of this store is running (in this process or, for SQLite, any other). One run
+        archives at most `policy.archival.batch_size` memories; the report lists the
+        memories archival has set aside (`quarantined`) with their last error.
         """
         when = utc(now) if now is not None else self.clock.now()
         ns = self._ns(namespace) if namespace is not None else None

@@ -1345,6 +1345,9 @@ class MemoryStoreContract:
         assert set(await store.archival_states(other_namespace)) == {"a"}
         await store.delete_many(other_namespace, ["a"])
         assert await store.archival_states(other_namespace) == {}
+        await self.claim(store, namespace, "p1", "b")
+        await store.clear(namespace)
+        assert await store.archival_states(namespace) == {}
 
     async def test_transaction_rolls_back_on_exception(
         self, store: MemoryStore, namespace: str

@@ -1175,6 +1175,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             if namespace is None:
                 conn.execute("DELETE FROM memories")
                 conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
+                conn.execute("DELETE FROM archival")  # likewise
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 self._cache.clear()
