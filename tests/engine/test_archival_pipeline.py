@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -30,6 +33,7 @@ from tiered_memory import (
     Tier,
     ValidationError,
 )
+from tiered_memory.archive import original_key, sha256_hex
 from tiered_memory.ports import Summary, SummaryRequest
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
@@ -295,37 +299,40 @@ def _importance(value: float) -> Any:
 
 async def test_a_dead_claim_is_taken_over(tmp_path: Path, clock: ManualClock) -> None:
     """A claim whose process is gone (a SIGKILLed sweep) does not block the next run,
-    and the original the dead attempt wrote is cleaned up when the memory commits."""
+    and the original the dead attempt wrote is deleted when the memory is archived."""
     amem = await _engine(tmp_path, clock)
     try:
         (memory_id,) = await _due(amem, clock, ["Kim's passport expires in March 2027"])
-        dead = "host-that-is-gone/999999/feedface"
+        elsewhere = "host-that-is-gone/4242/feedface"
         wall = datetime.now(timezone.utc)  # claims expire by the wall clock
         until = wall + timedelta(days=1)
         claimed = await amem.store.claim_archival(
-            NS, [memory_id], claimant=dead, until=until, now=wall
+            NS, [memory_id], claimant=elsewhere, until=until, now=wall
         )
         assert list(claimed) == [memory_id]
-        await amem.store.note_archival(NS, dead, {memory_id: "0" * 64})
+        leftover = b'{"an": "original the dead attempt wrote"}'
+        checksum = sha256_hex(leftover)
+        assert await amem.store.note_archival(NS, elsewhere, {memory_id: checksum})
+        await amem.objects.put(NS, original_key(memory_id, checksum), leftover)
         report = await amem.maintain()
         assert report.count("cold_to_archived") == 0  # another host's claim holds (lease)
-        dead = f"{_hostname()}/999999/feedface"  # this host, a process that is gone
+
+        here = f"{socket.gethostname()}/{_exited_pid()}/feedface"  # this host, gone
+        replacing = {memory_id: elsewhere}
         await amem.store.claim_archival(
-            NS,
-            [memory_id],
-            claimant=dead,
-            until=until,
-            now=wall,
-            replacing={memory_id: "host-that-is-gone/999999/feedface"},
+            NS, [memory_id], claimant=here, until=until, now=wall, replacing=replacing
         )
         report = await amem.maintain()
         assert report.count("cold_to_archived") == 1
         assert await amem.store.archival_states(NS, [memory_id]) == {}
+        record = (await amem.store.get_archives(NS, [memory_id]))[memory_id]
+        assert await amem.objects.list(NS) == [original_key(memory_id, record.checksum)]
     finally:
         await amem.close()
 
 
-def _hostname() -> str:
-    import socket
-
-    return socket.gethostname()
+def _exited_pid() -> int:
+    """The pid of a process of this host that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
