@@ -277,13 +277,27 @@ class TierPolicy(BaseModel):
 
 
 class ArchivalPolicy(BaseModel):
+    """The archival pipeline's numbers (DESIGN.md section 6; `tiered_memory.archival`).
+
+    `max_retries` and `backoff_base_seconds` are the summariser's own retries
+    (`AnthropicSummarizer.from_policy`): the pipeline makes one call per step and
+    retries nothing on top, so one layer retries. `claim_lease` bounds how long a claim
+    of a process that stopped answering holds a memory; a claim of a process of this
+    host that has exited is taken over at once. Correctness never depends on it: two
+    archivals of one memory never share an object key, and only the claimant commits.
+    """
+
     model_config = _FROZEN
 
-    batch_size: int = Field(default=500, ge=1)
+    batch_size: int = Field(default=500, ge=1, description="memories archived per run, at most")
     summarizer_rate_per_second: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
     backoff_base_seconds: float = Field(default=0.5, ge=0)
     pause_failure_ratio: float = Field(default=0.05, ge=0, le=1)
+    quarantine_after: int = Field(
+        default=3, ge=1, description="counted failures before a memory is set aside"
+    )
+    claim_lease: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
 
 
 class ConsolidationPolicy(BaseModel):

@@ -19,7 +19,7 @@ So the row keeps only what search and display need, in the smallest exact form:
   bytes, a memory-type code, NULL for defaults (source 'api', no metadata, no links,
   no expansions), and the storage pointer and archive reason interned in
   `archives_strings` (a pointer is stored as the template it shares with the other
-  records of its folder, e.g. `file:///data/ns/{id}.json`).
+  records of its folder, e.g. `file:///data/ns/{id}%40{checksum}.json`).
 - the table is WITHOUT ROWID with (namespace, id) as its key, so no second index
   repeats the id.
 
@@ -173,6 +173,7 @@ _TYPE_CODES = {
 _TYPES = {code: t for t, code in _TYPE_CODES.items()}
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _ID_SLOT = "\x00"  # where a storage template takes the record's id (never in a ref)
+_SUM_SLOT = "\x01"  # ... and its checksum (ids never hold control characters)
 DEFAULT_SOURCE = "api"
 
 COLUMNS = (
@@ -264,7 +265,12 @@ def archive_row(conn: sqlite3.Connection, ns: str, record: ArchiveRecord) -> tup
         else encode_code(check_vector(record.summary_embedding, None, what="summary embedding"))
     )
     ref = record.storage_ref
-    prefix, found, suffix = ref.rpartition(record.id)
+    template = ref
+    if _HEX_DIGEST.fullmatch(record.checksum) and _SUM_SLOT not in ref:
+        head, found_sum, tail = ref.rpartition(record.checksum)
+        if found_sum:  # a content-addressed key (archive.original_key)
+            template = head + _SUM_SLOT + tail
+    prefix, found, suffix = template.rpartition(record.id)
     storage: int | str = ref
     if found and _ID_SLOT not in ref:
         storage = intern(conn, prefix + _ID_SLOT + suffix)
@@ -298,8 +304,13 @@ def archive_row(conn: sqlite3.Connection, ns: str, record: ArchiveRecord) -> tup
 def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) -> ArchiveRecord:
     memory_id = str(row["id"])
     storage = row["storage_ref"]
-    ref = strings[storage].replace(_ID_SLOT, memory_id) if isinstance(storage, int) else storage
     checksum = row["checksum"]
+    digest = checksum.hex() if isinstance(checksum, bytes) else checksum
+    ref = (
+        strings[storage].replace(_ID_SLOT, memory_id).replace(_SUM_SLOT, digest)
+        if isinstance(storage, int)
+        else storage
+    )
     code = row["summary_code"]
     expansions = row["expansions"]
     return ArchiveRecord(
@@ -316,7 +327,7 @@ def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) ->
         links=_decode_links(row["links"], memory_id),
         storage_ref=ref,
         size_bytes=row["size_bytes"],
-        checksum=checksum.hex() if isinstance(checksum, bytes) else checksum,
+        checksum=digest,
         storage_verified=bool(row["storage_verified"]),
         created_at=from_us(row["created_at"]),
         archived_at=from_us(row["archived_at"]),
@@ -460,9 +471,13 @@ class SQLiteArchiveMixin:
 
     # -- the port ------------------------------------------------------------------------
 
-    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
+    async def archive_many(
+        self, namespace: str, records: Sequence[ArchiveRecord], *, claimant: str | None = None
+    ) -> int:
         """One transaction: each record replaces its live memory. A record whose memory is
-        not live (already archived, or gone) is skipped, so reruns are no-ops."""
+        not live (already archived, or gone) is skipped, so reruns are no-ops; with
+        `claimant`, so is one whose memory `claimant` does not hold a claim on. The
+        journal row leaves with the live row (a trigger, `sqlite_archival`)."""
         ns = _namespace(namespace)
         if not records:
             return 0
@@ -479,6 +494,10 @@ class SQLiteArchiveMixin:
         with self._db.write() as conn:
             self._fix_dimension(conn, dimension)
             live = self._ids_in(conn, "memories", ns, ids)
+            if claimant is not None:
+                sql = "SELECT id FROM archival WHERE namespace = ? AND claimant = ? AND id "
+                held = conn.execute(sql + IN_JSON, (ns, claimant, json_list(ids)))
+                live &= {row[0] for row in held}
             moving = [i for i in ids if i in live]
             if not moving:
                 return 0

@@ -32,13 +32,16 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
+from .sqlite_archival import CREATE as CREATE_ARCHIVAL
 from .sqlite_archives import migrate_v1
 from .sqlite_query import register_functions
 
 # 1: archive records as pydantic JSON with a float32 summary embedding.
 # 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
 # 3: embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
-SCHEMA_VERSION = 3
+# 4: the archival journal (`sqlite_archival`): claims, written originals, quarantine.
+#    Created empty in older files; a library older than 4 would not honour its claims.
+SCHEMA_VERSION = 4
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
@@ -178,6 +181,7 @@ _SCHEMA = [
         CHECK (source <> target)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
+    *CREATE_ARCHIVAL,
 ]
 
 
