@@ -225,6 +225,7 @@ VARIANTS = [
     ),
     Variant("replay: no context phase", "replay", {"retrieval": {"context_seeds": 0}}),
     Variant("replay: no query cues", "replay", {"fusion": {"speaker": 0.0, "time": 0.0}}),
+    Variant("replay: update rule at 0.8", "replay", {"retrieval": {"update_similarity": 0.8}}),
     Variant("replay: co-injection links", "replay", {"associations": {"co_recall_boost": 0.1}}),
     Variant("replay: no decay", "replay", {"scoring": {"retention": 0.0}}),
     Variant("replay: no tiers", "replay", sweep=False),

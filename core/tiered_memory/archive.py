@@ -1,34 +1,33 @@
-"""The archival pipeline (DESIGN.md section 6, seed 001), expansion and restore.
+"""The steps of one memory's archival (DESIGN.md section 6, seed 001), the original's
+format, expansion and restore. `tiered_memory.archival` runs the steps, claims first.
 
-Per memory: summarise -> embed the summary -> write the original as JSON -> verify it
-(HEAD: size and sha256) -> drop its graph links -> write the archive record, which
-replaces the live record in one store operation. A crash at any step leaves the
-memory COLD with its content (and its original, if written, reusable on the rerun) or
-fully ARCHIVED with a verified original; never lost, never both.
+Per memory: summarise -> embed the summary -> write the original as JSON under a key of
+its own (`original_key`: the id and the sha256 of the bytes) -> verify it (HEAD: size
+and sha256) -> drop its graph links -> write the archive record, which replaces the live
+record in one store operation, for the claimant only. A crash at any step leaves the
+memory COLD with its content (the journal names any original written, for the rerun to
+take its links from and delete) or fully ARCHIVED with a verified original; never lost,
+never both, and a record always points at the bytes its checksum verifies.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
 import logging
-import random
-from collections.abc import Awaitable, Callable, Sequence
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from . import validation
 from .archives.local import LocalFolderObjectStore
-from .errors import (
-    ArchiveIntegrityError,
-    BackendUnavailableError,
-    NotFoundError,
-    TieredMemoryError,
-)
+from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
 from .models import ArchiveEstimate, ArchiveRecord, Link, Memory, Tier
 from .policy import Policy
 from .ports import (
@@ -50,7 +49,8 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 _DTYPES = {"float32-le": "<f4", "float64-le": "<f8"}
-T = TypeVar("T")
+KEY_SEPARATOR = "@"  # in an object key, between the memory id and the original's sha256
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 # The seed-001 prompt, used for cost estimates here and by the Claude summariser.
 SUMMARY_PROMPT_TOKENS = 80
@@ -59,12 +59,18 @@ SUMMARY_OUTPUT_TOKENS = 80
 
 
 def original_document(
-    memory: Memory, links: Sequence[Link], *, archived_at: datetime, reason: str
+    memory: Memory,
+    links: Sequence[Link],
+    *,
+    archived_at: datetime,
+    reason: str,
+    attempt: str | None = None,
 ) -> dict[str, Any]:
     """The seed-001 object format, plus the full memory so a restore loses nothing.
 
     The embedding is stored once, exactly, as base64 (`encode_embedding`); the memory's
-    content sits at the top level only."""
+    content sits at the top level only. `attempt` (a random nonce) makes the bytes, and
+    so the content-addressed key, of every archival attempt its own."""
     full = memory.model_dump(mode="json", exclude={"embedding", "content"})
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -84,6 +90,8 @@ def original_document(
         "archive_reason": reason,
         "memory": full,
     }
+    if attempt is not None:
+        document["archive_attempt"] = attempt
     if memory.embedding is not None:
         document["embedding_encoding"], document["embedding_base64"] = encode_embedding(
             memory.embedding
@@ -171,29 +179,41 @@ def memory_from_document(document: dict[str, Any]) -> Memory:
         raise ArchiveIntegrityError(f"archived original has a malformed memory: {e}") from e
 
 
-async def with_retries(
-    call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float, what: str
-) -> T:
-    """Exponential backoff with jitter for transient failures of remote services.
+def original_key(memory_id: str, checksum: str) -> str:
+    """The object key of an original: content-addressed, so two archivals of one memory
+    never write the same key (each original carries its attempt's nonce, so no two
+    attempts' bytes are equal) and a record names the exact bytes it verifies."""
+    return f"{memory_id}{KEY_SEPARATOR}{checksum}"
 
-    Only outages are retried; a configuration or input error fails at once, because
-    retrying a bad API key five times only delays the message that says so.
-    """
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except (BackendUnavailableError, OSError, asyncio.TimeoutError) as e:
-            if attempt >= retries:
-                raise
-            delay = base_delay * (2**attempt) * (0.5 + random.random() / 2)
-            log.info("%s failed (%s); retry %d in %.2fs", what, e, attempt + 1, delay)
-            attempt += 1
-            await asyncio.sleep(delay)
+
+def key_owner(key: str) -> str:
+    """The memory id an object key belongs to: `original_key`'s, or a key of format 1
+    (before content addressing), which is the id itself."""
+    owner, found, digest = key.rpartition(KEY_SEPARATOR)
+    return owner if found and _HEX64.fullmatch(digest) else key
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One memory's archival up to its commit: the record to write and the original's
+    exact bytes, under `original_key(record.id, record.checksum)`."""
+
+    record: ArchiveRecord
+    data: bytes
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def key(self) -> str:
+        return original_key(self.record.id, self.record.checksum)
 
 
 class Archiver:
-    """Moves COLD memories to the archive and back; one memory at a time, each atomic."""
+    """The steps of one memory's archival (`tiered_memory.archival` runs them, claims
+    first), expansion and restore. Each step makes one call per port: the adapters
+    retry what is worth retrying (one retry layer)."""
 
     def __init__(
         self,
@@ -210,73 +230,45 @@ class Archiver:
         self.policy = policy
         self._unsynced: set[str] = set()  # namespaces with originals not yet folder-synced
 
-    async def archive_one(self, ns: str, memory_id: str, *, now: datetime, reason: str) -> bool:
-        """Archive one live memory; False when it is no longer there (already done)."""
-        record = await self.prepare(ns, memory_id, now=now, reason=reason)
-        if record is None:
-            return False
-        await self.commit(ns, [record])
-        return True
+    async def draft(
+        self,
+        ns: str,
+        memory_id: str,
+        *,
+        now: datetime,
+        reason: str,
+        previous: Sequence[str] = (),
+    ) -> Draft | None:
+        """Steps 1-2 for one live memory the caller has claimed: summarise, embed the
+        summary, serialise the original. None when the memory is no longer live.
 
-    async def prepare(
-        self, ns: str, memory_id: str, *, now: datetime, reason: str, defer_sync: bool = False
-    ) -> ArchiveRecord | None:
-        """Steps 1-3 for one live memory: summarise, write the original, verify it; the
-        record to commit (`commit`), or None when the memory is no longer there.
-
-        `defer_sync`: on the local folder store, leave the folder fsync that makes the
-        original's rename durable to `commit`, which syncs the folder once for all the
-        originals written since, before any record that points to one is committed."""
-        ap = self.policy.archival
+        `previous`: checksums of originals earlier attempts wrote (the journal). If the
+        memory has no links in the graph, an earlier attempt may have dropped them before
+        stopping; they are read back from its original."""
         found = await self.store.get_many(ns, [memory_id], with_embeddings=True)
         memory = found.get(memory_id)
         if memory is None:
             return None
         links = await self.graph.links_of(ns, [memory_id])
-        links = await self._links_from_previous_attempt(ns, memory_id, links)
+        if not links:
+            links = await self._links_from_previous_attempt(ns, memory_id, previous)
         request = SummaryRequest(
             content=memory.content,
             memory_type=memory.memory_type,
             domain=_domain(memory),
             entities=tuple(link.target for link in links[:10]),
         )
-        summary = await with_retries(
-            lambda: self.summarizer.summarize(request),
-            retries=ap.max_retries,
-            base_delay=ap.backoff_base_seconds,
-            what="summarise",
-        )
+        summary = await self.summarizer.summarize(request)
         text = summary.text.strip() or memory.content[:200]
         matrix = await self.embedder.embed_documents([text])
         summary_vector = validation.check_vector(matrix[0], None, what="summary embedding")
 
-        document = original_document(memory, links, archived_at=now, reason=reason)
+        document = original_document(
+            memory, links, archived_at=now, reason=reason, attempt=uuid.uuid4().hex
+        )
         data = encode_document(document)
         checksum = sha256_hex(data)
-        objects = self.objects
-        deferred = defer_sync and isinstance(objects, LocalFolderObjectStore)
-
-        async def put() -> object:
-            if deferred and isinstance(objects, LocalFolderObjectStore):
-                # marked once renamed: a `commit` syncing the folder meanwhile (it
-                # unmarks first) either covers this rename or leaves the mark
-                info = await objects.put(ns, memory_id, data, sync_folder=False)
-                self._unsynced.add(ns)
-                return info
-            return await objects.put(ns, memory_id, data)
-
-        await with_retries(
-            put,
-            retries=ap.max_retries,
-            base_delay=ap.backoff_base_seconds,
-            what="store original",
-        )
-        head = await self.objects.head(ns, memory_id)
-        if head is None or head.size != len(data) or head.checksum != checksum:
-            raise ArchiveIntegrityError(
-                f"stored original of {memory_id!r} did not verify (size or checksum differ)"
-            )
-        return ArchiveRecord(
+        record = ArchiveRecord(
             id=memory.id,
             namespace=ns,
             summary=text,
@@ -288,7 +280,7 @@ class Archiver:
             # The links live in the verified original (restore re-creates them from
             # there), not in the record: a record stays a few hundred bytes however
             # linked its memory was.
-            storage_ref=self.objects.ref(ns, memory_id),
+            storage_ref=self.objects.ref(ns, original_key(memory.id, checksum)),
             size_bytes=len(data),
             checksum=checksum,
             storage_verified=True,
@@ -299,15 +291,39 @@ class Archiver:
             do_not_inject=memory.do_not_inject,
             superseded=memory.superseded,
         )
+        return Draft(record, data)
 
-    async def commit(self, ns: str, records: Sequence[ArchiveRecord]) -> None:
-        """Steps 4-6 for prepared memories: drop their links and write their records
-        (each replaces its live memory), all in one transaction, or none on an error.
+    async def store_original(self, ns: str, draft: Draft, *, defer_sync: bool = False) -> None:
+        """Step 3: write the original under its own key and verify it (HEAD: size and
+        sha256). The caller has noted the checksum in the journal first.
 
-        Originals whose folder fsync `prepare` deferred are made durable first: a record
-        is never committed before the original it points to."""
+        `defer_sync`: on the local folder store, leave the folder fsync that makes the
+        original's rename durable to `commit`, which syncs the folder once for all the
+        originals written since, before any record that points to one is committed."""
+        objects = self.objects
+        if defer_sync and isinstance(objects, LocalFolderObjectStore):
+            # marked once renamed: a `commit` syncing the folder meanwhile (it unmarks
+            # first) either covers this rename or leaves the mark
+            await objects.put(ns, draft.key, draft.data, sync_folder=False)
+            self._unsynced.add(ns)
+        else:
+            await objects.put(ns, draft.key, draft.data)
+        head = await objects.head(ns, draft.key)
+        if head is None or head.size != len(draft.data) or head.checksum != draft.record.checksum:
+            raise ArchiveIntegrityError(
+                f"stored original of {draft.id!r} did not verify (size or checksum differ)"
+            )
+
+    async def commit(self, ns: str, records: Sequence[ArchiveRecord], *, claimant: str) -> set[str]:
+        """Steps 4-6 for stored originals: drop the links of the memories `claimant`
+        still holds and write their records (each replaces its live memory), all in one
+        transaction where the store allows, or none on an error. Returns the ids whose
+        record is this call's.
+
+        Originals whose folder fsync `store_original` deferred are made durable first:
+        a record is never committed before the original it points to."""
         if not records:
-            return
+            return set()
         if ns in self._unsynced and isinstance(self.objects, LocalFolderObjectStore):
             self._unsynced.discard(ns)
             try:
@@ -315,37 +331,60 @@ class Archiver:
             except BaseException:
                 self._unsynced.add(ns)
                 raise
-        ids = [r.id for r in records]
         # Links go before the records: a crash between leaves a COLD memory whose links
-        # are kept in its verified original (reused by `prepare`), never a dangling link.
-        # Where the graph shares the store's transaction (the embedded SQLite file), all
-        # commit together: one synced commit per batch instead of one per memory, and a
-        # crash keeps the links and the memories as they were.
+        # are kept in its verified original (the journal names it for the rerun), never
+        # a dangling link. Where the graph shares the store's transaction (the embedded
+        # SQLite file), all commit together, claims checked inside: one synced commit
+        # per group, and a crash keeps the links and the memories as they were.
         async with self.store.transaction():
-            await self.graph.drop_nodes(ns, ids)
-            await self.store.archive_many(ns, records)
+            states = await self.store.archival_states(ns, [r.id for r in records])
+            held = [r for r in records if r.id in states and states[r.id].claimant == claimant]
+            if not held:
+                return set()
+            await self.graph.drop_nodes(ns, [r.id for r in held])
+            written = await self.store.archive_many(ns, held, claimant=claimant)
+        ids = [r.id for r in held]
+        if written == len(held):
+            committed = set(ids)
+        else:  # another claimant took some over meanwhile (a lease ran out)
+            found = await self.store.get_archives(ns, ids)
+            committed = {r.id for r in held if r.id in found and found[r.id].checksum == r.checksum}
         # And once more after it: a link another writer made meanwhile (it saw the
         # memory still live) would otherwise point at an archived memory. The memories
         # are archived by now, so a failure here is logged, not reported as one.
         try:
-            await self.graph.drop_nodes(ns, ids)
+            await self.graph.drop_nodes(ns, sorted(committed))
         except Exception as e:
             log.warning("links made to %d memories while archived not dropped: %s", len(ids), e)
+        return committed
+
+    async def discard(self, ns: str, memory_id: str, checksums: Sequence[str]) -> None:
+        """Delete originals no record points at (an attempt's that did not commit), best
+        effort: an original left behind is harmless, and the journal still names it."""
+        for checksum in checksums:
+            try:
+                await self.objects.delete(ns, original_key(memory_id, checksum))
+            except Exception as e:
+                log.warning("unused original of %r left in object storage: %s", memory_id, e)
 
     async def _links_from_previous_attempt(
-        self, ns: str, memory_id: str, links: list[Link]
+        self, ns: str, memory_id: str, previous: Sequence[str]
     ) -> list[Link]:
-        """If an earlier run wrote the original and then stopped, its links live there."""
-        if links:
-            return links
-        try:
-            if await self.objects.head(ns, memory_id) is None:
-                return links
-            document = decode_document(await self.objects.get(ns, memory_id), expected_id=memory_id)
-            previous = document_links(document)
-        except (TieredMemoryError, OSError, TypeError, ValueError):
-            return links  # unreadable: the put below replaces it with a good original
-        return previous
+        """The links an earlier attempt saved in its original, newest attempt first; with
+        none in the journal, an original a version before content addressing left under
+        the memory's id."""
+        attempts: list[tuple[str, str | None]] = [
+            (original_key(memory_id, c), c) for c in reversed(previous)
+        ] or [(memory_id, None)]
+        for key, checksum in attempts:
+            try:
+                data = await self.objects.get(ns, key)
+                if checksum is not None and sha256_hex(data) != checksum:
+                    continue
+                return document_links(decode_document(data, expected_id=memory_id))
+            except (TieredMemoryError, OSError, TypeError, ValueError):
+                continue  # never written, or unreadable: an older one may hold them
+        return []
 
     async def estimate(self, ns: str, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
         """Cost of archiving `memories`: summariser calls and tokens, bytes to store
@@ -358,7 +397,11 @@ class Archiver:
             )
             est.output_tokens += SUMMARY_OUTPUT_TOKENS
             est.bytes += len(
-                encode_document(original_document(memory, [], archived_at=now, reason="estimate"))
+                encode_document(
+                    original_document(
+                        memory, [], archived_at=now, reason="estimate", attempt=uuid.uuid4().hex
+                    )
+                )
             )
         return est
 
@@ -373,12 +416,7 @@ class Archiver:
         record = records.get(memory_id)
         if record is None:
             raise NotFoundError(f"no archived memory {memory_id!r} in namespace {ns!r}")
-        data = await self._original(ns, memory_id)
-        if sha256_hex(data) != record.checksum or len(data) != record.size_bytes:
-            raise ArchiveIntegrityError(
-                f"the stored original of {memory_id!r} does not match its archive record"
-            )
-        document = decode_document(data, expected_id=memory_id)
+        document = decode_document(await self.verified_original(ns, record), expected_id=memory_id)
         tp = self.policy.tiers
         recent = [t for t in record.expansions if now - t < tp.restore_window] + [now]
         record.expansions = recent
@@ -389,38 +427,56 @@ class Archiver:
             restored = await self.restore(ns, [memory_id], now=now) == 1
         return document, restored
 
-    async def backfill_flags(self, ns: str, *, limit: int) -> tuple[int, list[str]]:
-        """Give up to `limit` records archived before records kept their memory's flags
-        (forgotten, superseded) the flags of their verified originals, so searches can
-        filter them. Returns how many were filled and an error per record that could
-        not be (it stays unknown and is tried again next time)."""
-        filled, errors = 0, list[str]()
-        for record in await self.store.scan_archives(ns, limit=limit, flags_unknown=True):
-            try:
-                data = await self._original(ns, record.id)
-                if sha256_hex(data) != record.checksum:
-                    raise ArchiveIntegrityError(
-                        f"the stored original of {record.id!r} does not match its archive record"
-                    )
-                memory = memory_from_document(decode_document(data, expected_id=record.id))
-                record.do_not_inject = memory.do_not_inject
-                record.superseded = memory.superseded
-                await self.store.update_archive(ns, record)
-                filled += 1
-            except Exception as e:  # one unreadable original must not stop the others
-                errors.append(f"{ns}: archive flags {record.id}: {type(e).__name__}: {e}")
-        return filled, errors
-
-    async def _original(self, ns: str, memory_id: str) -> bytes:
-        """The stored original of an archive record; its absence is an integrity error
-        (the record exists, so "not found" would send the caller looking elsewhere)."""
+    async def fill_flags(self, ns: str, record: ArchiveRecord) -> bool:
+        """Give a record archived before records kept their memory's flags (forgotten,
+        superseded) those of its verified original, wherever its time's key scheme put
+        it (`original_keys`), so searches can filter it. False when the record left the
+        archive meanwhile (restored or deleted): nothing to fill."""
+        data = await self.verified_original(ns, record)
+        memory = memory_from_document(decode_document(data, expected_id=record.id))
+        filled = record.model_copy(
+            update={"do_not_inject": memory.do_not_inject, "superseded": memory.superseded}
+        )
         try:
-            return await self.objects.get(ns, memory_id)
-        except NotFoundError as e:
+            await self.store.update_archive(ns, filled)
+        except NotFoundError:
+            return False
+        return True
+
+    def original_keys(self, ns: str, record: ArchiveRecord) -> list[str]:
+        """Where a record's original may be, most likely first: its content-addressed
+        key, or the memory id for records archived before content addressing."""
+        content = original_key(record.id, record.checksum)
+        keys = [content, record.id]
+        return keys if record.storage_ref != self.objects.ref(ns, record.id) else keys[::-1]
+
+    async def original(self, ns: str, record: ArchiveRecord) -> tuple[str, bytes]:
+        """The key and bytes of an archive record's original, unverified; its absence is
+        an integrity error (the record exists, so "not found" would send the caller
+        looking elsewhere)."""
+        for key in self.original_keys(ns, record):
+            try:
+                return key, await self.objects.get(ns, key)
+            except NotFoundError as e:
+                missing = e
+        raise ArchiveIntegrityError(
+            f"the original of archived memory {record.id!r} is missing from object "
+            f"storage; restore it from a backup of the object store ({missing})"
+        ) from missing
+
+    async def verified_original(self, ns: str, record: ArchiveRecord) -> bytes:
+        """The original's bytes, checked against the record (size and sha256)."""
+        _, data = await self.original(ns, record)
+        if sha256_hex(data) != record.checksum or len(data) != record.size_bytes:
             raise ArchiveIntegrityError(
-                f"the original of archived memory {memory_id!r} is missing from object "
-                f"storage; restore it from a backup of the object store ({e})"
-            ) from e
+                f"the stored original of {record.id!r} does not match its archive record"
+            )
+        return data
+
+    async def delete_original(self, ns: str, record: ArchiveRecord) -> None:
+        """Delete a record's original wherever it is (deleting a missing key is no error)."""
+        for key in self.original_keys(ns, record):
+            await self.objects.delete(ns, key)
 
     async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
         """Bring archived memories back to WARM from their originals (seed-001 rollback).
@@ -432,11 +488,7 @@ class Archiver:
         pending: list[Link] = []
         try:
             for memory_id, record in records.items():
-                data = await self._original(ns, memory_id)
-                if sha256_hex(data) != record.checksum:
-                    raise ArchiveIntegrityError(
-                        f"the stored original of {memory_id!r} does not match its archive record"
-                    )
+                data = await self.verified_original(ns, record)
                 document = decode_document(data, expected_id=memory_id)
                 memory = memory_from_document(document)
                 memory.namespace = ns
@@ -450,7 +502,7 @@ class Archiver:
                 # Records archived before the links moved to the original carry them.
                 pending.extend(document_links(document) or record.links)
                 try:
-                    await self.objects.delete(ns, memory_id)
+                    await self.delete_original(ns, record)
                 except Exception as e:  # an orphan original is harmless; a lost memory is not
                     log.warning("original of restored %r left in object storage: %s", memory_id, e)
                 restored += 1

@@ -45,6 +45,7 @@ from .models import (
     MaintenanceReport,
     Memory,
     MemoryType,
+    QuarantinedMemory,
     Stats,
     Tier,
 )
@@ -380,16 +381,18 @@ def stats(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Counts and bytes per tier, flags and links."""
+    """Counts and bytes per tier, flags and links, and the memories archival has set
+    aside (quarantined) after repeated failures, with their last error."""
     common = Common(namespace, db, config, as_json)
 
-    async def body(memory: AsyncTieredMemory, ns: str) -> Stats:
-        return await memory.stats(namespace=ns)
+    async def body(memory: AsyncTieredMemory, ns: str) -> tuple[Stats, list[QuarantinedMemory]]:
+        return await memory.stats(namespace=ns), await memory.quarantined(namespace=ns)
 
-    s = _run(common, body)
+    s, quarantined = _run(common, body)
     if as_json:
         data = s.model_dump(mode="json")
         data["total"] = s.total
+        data["quarantined_memories"] = [q.model_dump(mode="json") for q in quarantined]
         _emit(data)
         return
     table = Table(title=f"namespace {s.namespace!r}", title_justify="left")
@@ -402,7 +405,23 @@ def stats(
     table.add_section()
     table.add_row("total", str(s.total), "")
     out.print(table)
-    out.print(f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}")
+    out.print(
+        f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}  "
+        f"quarantined {s.quarantined}"
+    )
+    print_quarantined(quarantined)
+
+
+def print_quarantined(quarantined: Sequence[QuarantinedMemory], console: Console = out) -> None:
+    """The memories archival set aside, with the error that did it and how to retry."""
+    if not quarantined:
+        return
+    console.print(
+        f"[yellow]archival set aside {len(quarantined)} memory(ies) after repeated "
+        "failures; fix the cause, then `tiered-memory archive ID` retries one[/]"
+    )
+    for q in quarantined:
+        console.print(f"  {escape(q.id)}  {q.failures} failures: {escape(q.error)}")
 
 
 @app.command()
@@ -653,6 +672,7 @@ def print_report(report: MaintenanceReport, console: Console = out) -> None:
         )
     for e in report.errors:
         console.print(f"[red]{escape(e)}[/]")
+    print_quarantined(report.quarantined, console)
 
 
 @app.command()
@@ -794,7 +814,7 @@ async def _archive_candidates(
                 raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
         return chosen
     if age is None:
-        return await memory.sweep.archive_candidates(ns, now)
+        return [c.memory for c in await memory.archival.candidates(ns, now)]
     picked: list[Memory] = []
     after: str | None = None
     while True:

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import decay, validation
+from .archival import ArchivalPipeline
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import SystemClock
@@ -40,6 +41,7 @@ from .models import (
     MaintenanceReport,
     Memory,
     MemoryType,
+    QuarantinedMemory,
     ScoreTerms,
     SearchResults,
     Stats,
@@ -128,7 +130,8 @@ class AsyncTieredMemory:
         self.archiver = Archiver(
             store, graph, objects, summarizer, self.embedder, self.tokens, self.policy
         )
-        self.sweep = Sweep(store, graph, self.archiver, summarizer, self.embedder, self.policy)
+        self.archival = ArchivalPipeline(store, self.archiver, self.policy)
+        self.sweep = Sweep(store, graph, self.archival, summarizer, self.embedder, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
 
@@ -473,6 +476,8 @@ class AsyncTieredMemory:
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
         ns = self._ns(namespace)
         stats = await self.store.stats(ns)
+        states = await self.store.archival_states(ns)
+        stats.quarantined = sum(1 for s in states.values() if s.quarantined)
         try:
             stats.links = await self.graph.count_links(ns)
         except Exception as e:
@@ -820,10 +825,11 @@ class AsyncTieredMemory:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
         await self.graph.drop_nodes(ns, [id])
         if live:
+            await self._discard_attempts(ns, [id])
             await self.store.delete_many(ns, [id])
         else:
             await self.store.delete_archives(ns, [id])
-            await self.objects.delete(ns, id)
+            await self.archiver.delete_original(ns, archived[id])
 
     async def forget_many(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
@@ -841,13 +847,22 @@ class AsyncTieredMemory:
         gone = list(live) + list(archived)
         if gone:
             await self.graph.drop_nodes(ns, gone)
-        deleted = await self.store.delete_many(ns, list(live)) if live else 0
+        deleted = 0
+        if live:
+            await self._discard_attempts(ns, list(live))
+            deleted = await self.store.delete_many(ns, list(live))
         if archived:
             # the record first: an orphan original is harmless, a record without one is not
             deleted += await self.store.delete_archives(ns, list(archived))
-            for memory_id in archived:
-                await self.objects.delete(ns, memory_id)
+            for record in archived.values():
+                await self.archiver.delete_original(ns, record)
         return deleted
+
+    async def _discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
+        """Delete the originals unfinished archivals of live memories wrote (the journal
+        names them) before the memories go: nothing of theirs may outlive them."""
+        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
+            await self.archiver.discard(ns, memory_id, state.written)
 
     async def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         """Delete everything of one namespace: memories, links, archive records and
@@ -970,7 +985,9 @@ class AsyncTieredMemory:
 
         Idempotent; `dry_run=True` reports what would move and what archiving would
         cost, changing nothing. Returns a report with `skipped=True` when another sweep
-        of this store is running (in this process or, for SQLite, any other).
+        of this store is running (in this process or, for SQLite, any other). One run
+        archives at most `policy.archival.batch_size` memories; the report lists the
+        memories archival has set aside (`quarantined`) with their last error.
         """
         when = utc(now) if now is not None else self.clock.now()
         ns = self._ns(namespace) if namespace is not None else None
@@ -989,17 +1006,25 @@ class AsyncTieredMemory:
     async def archive(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
     ) -> int:
-        """Archive these memories now, whatever their tier (pinned and core excepted)."""
+        """Archive these memories now, whatever their tier (pinned and core excepted),
+        in order; returns how many this call archived.
+
+        A quarantined memory is released and tried again. A memory another archival
+        (a sweep, another call or process) is archiving right now is left to it and not
+        counted here. The first failure is recorded (toward quarantine) and raised."""
         ns = self._ns(namespace)
         memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
         for m in memories:
             if m.pinned or m.core:
                 raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
-        done = 0
-        now = self.clock.now()
-        for m in memories:
-            done += await self.archiver.archive_one(ns, m.id, now=now, reason=reason)
-        return done
+        return await self.archival.archive(ns, memories, now=self.clock.now(), reason=reason)
+
+    async def quarantined(
+        self, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> builtins.list[QuarantinedMemory]:
+        """The memories archival has set aside after repeated failures, with the last
+        error of each; `archive([id])` releases one and tries it again."""
+        return await self.archival.quarantined(self._ns(namespace))
 
     async def expand(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         """The full original of an archived memory, read back from object storage and
@@ -1182,6 +1207,7 @@ class TieredMemory:
     clear = _blocking(AsyncTieredMemory.clear)
     maintain = _blocking(AsyncTieredMemory.maintain)
     archive = _blocking(AsyncTieredMemory.archive)
+    quarantined = _blocking(AsyncTieredMemory.quarantined)
     expand = _blocking(AsyncTieredMemory.expand)
     restore_archive = _blocking(AsyncTieredMemory.restore_archive)
 

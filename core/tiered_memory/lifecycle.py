@@ -3,23 +3,26 @@
 Candidates come from store-side filters (tier + timestamps), page by page, never from
 loading every memory. Each transition is a pure function of stored state and `now`,
 so running the sweep twice at the same time changes nothing the second time, and a
-sweep that stopped half-way is simply run again.
+sweep that stopped half-way is simply run again. The last steps, archival and the
+flags of records archived before records kept them, are the pipeline of
+`tiered_memory.archival` (claims, per-run caps, quarantine).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
 
 from . import decay
-from .archive import Archiver
-from .models import ArchiveRecord, Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
+from .archival import ArchivalPipeline
+from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
 from .policy import DecayPolicy, Policy
 from .ports import (
     NO_TIME,
@@ -49,8 +52,6 @@ SCAN_PAGE = 10_000
 # tier's timestamp index and sorts them by id: 98k expired rows in pages of 10k read
 # ~10 x 98k rows (0.65 s); in pages of 50k, 2 x 98k (a page's facts: a few MB).
 EXPIRY_PAGE = 50_000
-# Archive records committed per transaction (see Sweep._archive_batch).
-ARCHIVE_COMMIT_GROUP = 64
 _US_PER_DAY = 86_400e6
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -89,12 +90,12 @@ class Sweep:
         self,
         store: MemoryStore,
         graph: AssociationGraph,
-        archiver: Archiver,
+        archival: ArchivalPipeline,
         summarizer: Summarizer,
         embedder: Embedder,
         policy: Policy,
     ) -> None:
-        self.store, self.graph, self.archiver = store, graph, archiver
+        self.store, self.graph, self.archival = store, graph, archival
         self.summarizer, self.embedder = summarizer, embedder
         self.policy = policy
 
@@ -105,39 +106,34 @@ class Sweep:
         report = MaintenanceReport(now=now, dry_run=dry_run)
         namespaces = [namespace] if namespace is not None else await self.store.namespaces()
         report.namespaces = len(namespaces)
+        budget = self.archival.budget()  # the archival cap is per run, not per namespace
+        flags = self.archival.budget()  # and the flags backfill's, on its own
         for ns in namespaces:
-            for step in (
-                self._hot_expiry,
-                self._warm_to_cold,
-                self._superseded_to_cold,
-                self._cold_to_warm,
-                self._core_promotion,
-                self._consolidate,
-                self._archive,
-                self._archive_flags,
-            ):
+            steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+                (step.__name__, partial(step, ns, now, report))
+                for step in (
+                    self._hot_expiry,
+                    self._warm_to_cold,
+                    self._superseded_to_cold,
+                    self._cold_to_warm,
+                    self._core_promotion,
+                    self._consolidate,
+                )
+            ]
+            steps.append(("_archive", partial(self.archival.sweep, ns, now, report, budget)))
+            steps.append(
+                ("_archive_flags", partial(self.archival.backfill_flags, ns, report, flags))
+            )
+            for name, step in steps:
                 try:
-                    await step(ns, now, report)
+                    await step()
                 except Exception as e:  # one failing step must not stop the others
-                    log.exception("maintenance step %s failed in %r", step.__name__, ns)
-                    report.errors.append(f"{ns}: {step.__name__}: {type(e).__name__}: {e}")
+                    log.exception("maintenance step %s failed in %r", name, ns)
+                    report.errors.append(f"{ns}: {name}: {type(e).__name__}: {e}")
         report.duration_seconds = time.perf_counter() - started
         return report
 
     # -- helpers -------------------------------------------------------------------------
-
-    async def _pages(self, ns: str, query: ScanQuery) -> AsyncIterator[list[Memory]]:
-        """Pages of a scan. Each page is read before anything in it moves, and the
-        cursor is the id, so moving a memory out of the scanned tier does not skip others."""
-        after: str | None = None
-        while True:
-            page = await self.store.scan(ns, replace(query, after_id=after))
-            if not page:
-                return
-            yield page
-            if len(page) < query.limit:
-                return
-            after = page[-1].id
 
     async def _ids(self, ns: str, query: ScanQuery) -> list[str]:
         """Every id matching `query`: for the rules that are pure store-side filters."""
@@ -153,7 +149,9 @@ class Sweep:
     async def _facts(
         self, ns: str, query: ScanQuery, *, use_days: bool = False
     ) -> AsyncIterator[MemoryFacts]:
-        """Pages of columns (`query.limit` rows each), paged by id like `_pages`."""
+        """Pages of columns (`query.limit` rows each), paged by id: each page is read
+        before anything in it moves, so moving a memory out of the scanned tier does not
+        skip others."""
         page_query = query
         while True:
             page = await self.store.scan_facts(ns, page_query, use_days=use_days)
@@ -425,138 +423,3 @@ class Sweep:
             )
         except Exception as e:
             log.warning("consolidation links skipped in %r: %s", ns, e)
-
-    async def archive_candidates(self, ns: str, now: datetime) -> list[Memory]:
-        """COLD for 180 days; or 90 days old, unimportant and barely used lately."""
-        tp = self.policy.tiers
-        base = ScanQuery(tiers=COLD, pinned=False, core=False, limit=self._batch())
-        found: dict[str, Memory] = {}
-        async for page in self._pages(
-            ns, replace(base, cold_since_before=now - tp.cold_to_archive)
-        ):
-            found.update((m.id, m) for m in page)
-        low = replace(
-            base,
-            created_before=now - tp.archive_min_age,
-            importance_at_most=tp.archive_max_importance,
-        )
-        window_start = (now - tp.archive_recent_window).date()
-        async for page in self._pages(ns, low):
-            for m in page:
-                recent_days = [d for d in m.use_days if d >= window_start]
-                # use_days holds distinct days: with more than 2 uses in all, a recent
-                # day may hide several uses, so only no recent use is certainly <= 2.
-                if m.use_count <= tp.archive_max_recent_uses or not recent_days:
-                    found.setdefault(m.id, m)
-        return sorted(found.values(), key=lambda m: (m.importance, m.created_at))
-
-    async def _archive_flags(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        """Records archived before they kept their memory's flags get them from their
-        originals, a batch per run, so searches can leave forgotten ones out."""
-        if report.dry_run:
-            return
-        filled, errors = await self.archiver.backfill_flags(
-            ns, limit=self.policy.archival.batch_size
-        )
-        report.add("archive_flags_filled", filled)
-        report.errors.extend(errors)
-
-    async def _archive(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        candidates = await self.archive_candidates(ns, now)
-        if report.dry_run:
-            est = await self.archiver.estimate(ns, candidates, now)
-            if report.archive_estimate is None:
-                report.archive_estimate = est
-            else:
-                for field in (
-                    "candidates",
-                    "summarizer_calls",
-                    "input_tokens",
-                    "output_tokens",
-                    "bytes",
-                ):
-                    setattr(
-                        report.archive_estimate,
-                        field,
-                        getattr(report.archive_estimate, field) + getattr(est, field),
-                    )
-            report.add("cold_to_archived", len(candidates))
-            return
-        ap = self.policy.archival
-        for start in range(0, len(candidates), ap.batch_size):
-            batch = candidates[start : start + ap.batch_size]
-            if not await self._archive_batch(ns, batch, now, report):
-                return
-
-    async def _archive_batch(
-        self, ns: str, batch: list[Memory], now: datetime, report: MaintenanceReport
-    ) -> bool:
-        """Archive `batch`; False when it paused (more than 5 % of it failed).
-
-        Each memory's original is written and verified on its own (`Archiver.prepare`),
-        then up to ARCHIVE_COMMIT_GROUP records commit in one transaction (one folder
-        fsync and one synced commit for the group instead of one each). Failures are
-        still counted per memory, in batch order: a failed group commit is retried one
-        memory at a time, and a memory failing to prepare first commits the group ahead
-        of it, so the pause rule sees the same failures at the same places as when each
-        memory committed on its own. (A memory prepared after one whose record then
-        fails may have its original written: harmless, the rerun reuses it.)"""
-        ap = self.policy.archival
-        failed = 0
-        pending: list[tuple[int, ArchiveRecord]] = []
-
-        def fail(attempted: int, memory_id: str, e: Exception) -> bool:
-            """Count a failure; True when the batch must pause."""
-            nonlocal failed
-            failed += 1
-            report.errors.append(f"{ns}: archive {memory_id}: {type(e).__name__}: {e}")
-            if failed / max(attempted, 20) > ap.pause_failure_ratio:
-                report.archive_paused = True
-                report.errors.append(
-                    f"{ns}: archival paused: {failed} of {attempted} failed "
-                    f"(> {ap.pause_failure_ratio:.0%}); the rest stay COLD until next run"
-                )
-                return True
-            return False
-
-        async def flush() -> bool:
-            """Commit the pending records; False when a failure among them paused."""
-            group = list(pending)
-            pending.clear()
-            if not group:
-                return True
-            try:
-                await self.archiver.commit(ns, [record for _, record in group])
-            except Exception:  # retried one by one, for each memory's own outcome
-                for attempted, record in group:
-                    try:
-                        await self.archiver.commit(ns, [record])
-                    except Exception as e:  # this memory stays COLD, untouched
-                        if fail(attempted, record.id, e):
-                            return False
-                        continue
-                    report.add("cold_to_archived", 1)
-                return True
-            report.add("cold_to_archived", len(group))
-            return True
-
-        for attempted, memory in enumerate(batch, start=1):
-            reason = (
-                "cold_ttl_expired"
-                if memory.cold_since
-                and now - memory.cold_since >= self.policy.tiers.cold_to_archive
-                else "low_salience_aged_out"
-            )
-            try:
-                record = await self.archiver.prepare(
-                    ns, memory.id, now=now, reason=reason, defer_sync=True
-                )
-            except Exception as e:  # this memory stays COLD, untouched
-                if not await flush() or fail(attempted, memory.id, e):
-                    return False
-                continue
-            if record is not None:
-                pending.append((attempted, record))
-            if len(pending) >= ARCHIVE_COMMIT_GROUP and not await flush():
-                return False
-        return await flush()

@@ -295,6 +295,7 @@ class Stats(BaseModel):
     core: int = 0
     forgotten: int = 0
     links: int = 0
+    quarantined: int = 0  # COLD memories archival has set aside (see QuarantinedMemory)
 
     @property
     def total(self) -> int:
@@ -326,8 +327,22 @@ class ArchiveEstimate(BaseModel):
     bytes: int = 0
 
 
+class QuarantinedMemory(BaseModel):
+    """A live memory archival has set aside after `ArchivalPolicy.quarantine_after`
+    counted failures: no sweep tries it again until an explicit `archive()` of it."""
+
+    namespace: str
+    id: str
+    failures: int
+    error: str  # the last failure
+    failed_at: datetime | None = None
+
+
 class MaintenanceReport(BaseModel):
-    """What one sweep moved, what failed, and how long it took."""
+    """What one sweep moved, what failed, and how long it took.
+
+    `quarantined` lists every memory set aside in the namespaces swept (those set aside
+    by this run are counted in `moved["archive_quarantined"]`)."""
 
     now: datetime
     dry_run: bool = False
@@ -337,6 +352,7 @@ class MaintenanceReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
     archive_paused: bool = False
     archive_estimate: ArchiveEstimate | None = None
+    quarantined: list[QuarantinedMemory] = Field(default_factory=list)
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     duration_seconds: float = 0.0

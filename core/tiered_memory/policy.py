@@ -192,6 +192,24 @@ class RetrievalPolicy(BaseModel):
             " the hit into the budget when there is room (LoCoMo dev split: 0.75-0.85)"
         ),
     )
+    update_similarity: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "a memory written later that is at least this similar (cosine) to one of the"
+            " best hits is taken as its update and ranks just above it (see updates.py)."
+            " Off (None) by default: at 0.8 it changed no LongMemEval dev question and"
+            " cost LoCoMo dev 0.002"
+        ),
+    )
+    update_min_gap: timedelta = Field(
+        default=timedelta(hours=1),
+        description="how much later a memory must be written to count as an update",
+    )
+    update_candidates: int = Field(
+        default=20, ge=0, description="how many of the best hits are checked for updates"
+    )
     graph_depth: int = Field(default=1, ge=1, le=3)
     graph_seeds: int = Field(default=5, ge=0)
     graph_min_weight: float = Field(default=0.1, ge=0.0, le=1.0)
@@ -270,13 +288,27 @@ class TierPolicy(BaseModel):
 
 
 class ArchivalPolicy(BaseModel):
+    """The archival pipeline's numbers (DESIGN.md section 6; `tiered_memory.archival`).
+
+    `max_retries` and `backoff_base_seconds` are the summariser's own retries
+    (`AnthropicSummarizer.from_policy`): the pipeline makes one call per step and
+    retries nothing on top, so one layer retries. `claim_lease` bounds how long a claim
+    of a process that stopped answering holds a memory; a claim of a process of this
+    host that has exited is taken over at once. Correctness never depends on it: two
+    archivals of one memory never share an object key, and only the claimant commits.
+    """
+
     model_config = _FROZEN
 
-    batch_size: int = Field(default=500, ge=1)
+    batch_size: int = Field(default=500, ge=1, description="memories archived per run, at most")
     summarizer_rate_per_second: float = Field(default=10.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
     backoff_base_seconds: float = Field(default=0.5, ge=0)
     pause_failure_ratio: float = Field(default=0.05, ge=0, le=1)
+    quarantine_after: int = Field(
+        default=3, ge=1, description="counted failures before a memory is set aside"
+    )
+    claim_lease: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
 
 
 class ConsolidationPolicy(BaseModel):

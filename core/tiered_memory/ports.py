@@ -9,7 +9,7 @@ helpers (filtered scans), counts, batch operations, transactions and clear.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -182,6 +182,34 @@ class ScoredArchive:
 
 
 @dataclass(frozen=True)
+class ArchivalState:
+    """The archival journal of one live memory (`tiered_memory.archival`): who is
+    archiving it now, which originals its attempts wrote, and how they failed.
+
+    A memory has a row only while an archival holds it or has failed; committing its
+    archive record deletes the row. `claimed_until` is wall-clock time: a claim protects
+    the work of a running process, whatever a test's clock says."""
+
+    id: str
+    claimant: str | None = None
+    claimed_until: datetime | None = None
+    written: tuple[str, ...] = ()  # checksums of originals attempts wrote, oldest first
+    failures: int = 0  # counted toward quarantine (outages are not)
+    error: str | None = None  # the last failure, counted or not
+    failed_at: datetime | None = None
+    quarantined: bool = False
+
+
+@dataclass(frozen=True)
+class ArchivalFailure:
+    """Why one claimed memory was not archived; `counts` toward its quarantine unless
+    the failure was an outage (the backend's fault, not the memory's)."""
+
+    error: str
+    counts: bool = True
+
+
+@dataclass(frozen=True)
 class AccessRecord:
     """Use of one memory at `when`: use_count+1, last_accessed_at, use_days, cold uses."""
 
@@ -275,9 +303,15 @@ class MemoryStore(Protocol):
 
     # -- archive records -------------------------------------------------------------
 
-    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
+    async def archive_many(
+        self, namespace: str, records: Sequence[ArchiveRecord], *, claimant: str | None = None
+    ) -> int:
         """Replace live memories by their archive records (same ids). Atomic per record
-        where the backend allows; rerunning after a partial failure converges."""
+        where the backend allows; rerunning after a partial failure converges.
+
+        With `claimant`, only the records of memories `claimant` holds a claim on are
+        written (`claim_archival`), and their journal rows go with them; without it
+        (imports), any live memory's."""
 
     async def get_archives(
         self, namespace: str, ids: Sequence[str]
@@ -312,6 +346,54 @@ class MemoryStore(Protocol):
     async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
         """Hard delete archive records (their originals in object storage are the
         caller's to delete); returns how many were deleted."""
+
+    # -- the archival journal (tiered_memory.archival) -----------------------------------
+
+    async def archival_states(
+        self, namespace: str, ids: Sequence[str] | None = None
+    ) -> dict[str, ArchivalState]:
+        """The journal rows of live memories among `ids` (all of the namespace's when
+        None; few: only memories being archived or that failed have one)."""
+
+    async def claim_archival(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        *,
+        claimant: str,
+        until: datetime,
+        now: datetime,
+        replacing: Mapping[str, str] | None = None,
+        release_quarantine: bool = False,
+    ) -> dict[str, ArchivalState]:
+        """Claim the live memories among `ids` for `claimant` until `until`, atomically
+        where the backend allows; returns the rows of those claimed as they were before.
+
+        A memory is claimed when it has no claim, its claim expired (`claimed_until` <=
+        `now`), or its claimant is the one `replacing` names for it (a claim the caller
+        found stale: compare-and-set). Quarantined memories are skipped unless
+        `release_quarantine`, which lifts their quarantine."""
+
+    async def note_archival(
+        self, namespace: str, claimant: str, written: Mapping[str, str]
+    ) -> set[str]:
+        """Record, before writing them, the checksums of the originals `claimant` is about
+        to write (id -> checksum); returns the ids noted. A memory another claimant holds
+        now is not noted, and its original must not be written."""
+
+    async def release_archival(
+        self,
+        namespace: str,
+        claimant: str,
+        ids: Sequence[str],
+        *,
+        failures: Mapping[str, ArchivalFailure] | None = None,
+        now: datetime,
+        quarantine_after: int,
+    ) -> list[str]:
+        """End `claimant`'s claims on `ids`; record the `failures` among them (a counted
+        one quarantines its memory at `quarantine_after`). Returns the ids quarantined
+        by this call. Written checksums stay until an attempt commits (its cleanup)."""
 
     # -- housekeeping ------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .archive import sha256_hex
+from .archive import original_key, sha256_hex
 from .errors import ArchiveIntegrityError, NotFoundError, ValidationError
 from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
 from .ports import ScanQuery
@@ -59,7 +59,7 @@ async def export_namespace(
 ) -> dict[str, Any]:
     """The whole namespace as one JSON-able document (see the module docstring)."""
     ns = check_namespace(namespace, memory.policy.limits)
-    store, graph, objects = memory.store, memory.graph, memory.objects
+    store, graph = memory.store, memory.graph
     memories: list[dict[str, Any]] = []
     links: dict[tuple[str, str], Link] = {}
     after: str | None = None
@@ -88,8 +88,8 @@ async def export_namespace(
         for record in records:
             original: str | None
             try:
-                original = (await objects.get(ns, record.id)).decode("utf-8")
-            except NotFoundError:
+                original = (await memory.archiver.original(ns, record))[1].decode("utf-8")
+            except ArchiveIntegrityError:
                 original = None  # exported all the same; expand will say it is missing
             archives.append({"record": record.model_dump(mode="json"), "original": original})
         progress(len(records))
@@ -242,11 +242,12 @@ async def _import_archive(
             raise ArchiveIntegrityError(
                 f"the exported original of {record.id!r} does not match its checksum"
             )
-        await objects.put(ns, record.id, data)
-        head = await objects.head(ns, record.id)
+        key = original_key(record.id, record.checksum)
+        await objects.put(ns, key, data)
+        head = await objects.head(ns, key)
         if head is None or head.checksum != record.checksum:
             raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
-        record = record.model_copy(update={"storage_ref": objects.ref(ns, record.id)})
+        record = record.model_copy(update={"storage_ref": objects.ref(ns, key)})
     else:
         record = record.model_copy(update={"storage_verified": False})
     if record.summary_embedding is None:

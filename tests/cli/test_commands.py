@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tiered_memory import HashingEmbedder, TieredMemory
+from tiered_memory.ports import ArchivalFailure
 
 from .conftest import Cli, Seeded
 
@@ -87,6 +89,36 @@ def test_stats_counts_per_tier(cli: Cli, seeded: Seeded) -> None:
     assert stats["links"] >= 1
     assert cli.json("stats", "-n", "nobody")["total"] == 0
     assert "archived" in cli("stats").stdout
+
+
+def test_stats_lists_the_memories_archival_set_aside(cli: Cli, seeded: Seeded) -> None:
+    """A memory whose archival failed `quarantine_after` times shows in `stats`, with
+    its error, in text and JSON."""
+    ava = seeded.ids["ava"]
+    mem = TieredMemory.embedded(cli.db, embedder=HashingEmbedder())
+    try:
+        wall = datetime.now(timezone.utc)
+        for _ in range(3):  # three counted failures, as three sweeps would record them
+            mem.run(
+                mem.aio.store.claim_archival("default", [ava], claimant="t", until=wall, now=wall)
+            )
+            failure = ArchivalFailure("SummarizerRequestError: Claude rejected it (400)")
+            mem.run(
+                mem.aio.store.release_archival(
+                    "default", "t", [ava], failures={ava: failure}, now=wall, quarantine_after=3
+                )
+            )
+    finally:
+        mem.close()
+    stats = cli.json("stats")
+    assert stats["quarantined"] == 1
+    (q,) = stats["quarantined_memories"]
+    assert (q["id"], q["failures"]) == (ava, 3)
+    assert "400" in q["error"]
+    text = cli("stats").stdout
+    assert "quarantined 1" in text
+    assert ava in text
+    assert "rejected it (400)" in text
 
 
 def test_explain_with_and_without_query(cli: Cli, seeded: Seeded) -> None:

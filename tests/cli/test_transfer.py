@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, MemoryType, Tier
+from tiered_memory.archive import original_key
 from tiered_memory.errors import ArchiveIntegrityError, ValidationError
 from tiered_memory.ports import MemoryPatch
 from tiered_memory.transfer import (
@@ -75,7 +76,7 @@ async def _snapshot(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
     live = await memory.store.get_many(ns, live_ids, with_embeddings=True)
     records = await memory.store.scan_archives(ns)
     links = await memory.graph.links_of(ns, live_ids)
-    originals = {r.id: await memory.objects.get(ns, r.id) for r in records}
+    originals = {r.id: await memory.archiver.verified_original(ns, r) for r in records}
     return {
         "memories": {i: live[i].model_dump(mode="json", exclude={"namespace"}) for i in live},
         "archives": {
@@ -111,7 +112,9 @@ async def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
         assert after["archives"] == before["archives"]
         assert after["links"] == before["links"]
         assert after["originals"] == before["originals"]
-        assert after["refs"][ids["episode"]] == target.objects.ref(NS, ids["episode"])
+        checksum = after["archives"][ids["episode"]]["checksum"]
+        key = original_key(ids["episode"], checksum)
+        assert after["refs"][ids["episode"]] == target.objects.ref(NS, key)
         assert await target.list(namespace="other") == []  # one namespace only
 
         # the imported archive works: expand verifies the checksum, restore brings it back

@@ -27,6 +27,10 @@ Conventions the suite pins down (the port leaves them open):
 - `archive_many` skips records whose memory is not live; `unarchive_many` skips
   memories that have no archive record; both return how many they moved.
 - `update_archive` of a missing record is a NotFoundError.
+- The archival journal: a claim holds until its claimant releases it, it expires
+  (`claimed_until <= now`), or a caller names it stale; only live memories are
+  claimed; a released row with no failure and no original noted is deleted, and a row
+  goes with its memory (archived or deleted).
 - Metadata filters match top-level keys literally. eq/ne/in/nin compare JSON values by
   type (1 == 1.0, but "1" != 1 and true != 1), and ne/nin also match memories that
   lack the key; gt..lte compare numbers with numbers, strings with strings (by UTF-8
@@ -56,6 +60,7 @@ from tiered_memory.models import (
 from tiered_memory.ports import (
     NO_TIME,
     AccessRecord,
+    ArchivalFailure,
     MemoryFacts,
     MemoryPatch,
     MemoryStore,
@@ -1367,6 +1372,92 @@ class MemoryStoreContract:
         assert await store.scan_archives(namespace, after_id=ids[-1]) == []
 
     # -- housekeeping ------------------------------------------------------------------------
+
+    # -- the archival journal (tiered_memory.journal) ----------------------------------
+
+    async def claim(
+        self, store: MemoryStore, namespace: str, who: str, *ids: str, **options: Any
+    ) -> set[str]:
+        options.setdefault("until", T0 + DAY)
+        options.setdefault("now", T0)
+        return set(await store.claim_archival(namespace, list(ids), claimant=who, **options))
+
+    async def test_a_claim_is_exclusive_until_released(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD), self.memory("b"))
+        assert await self.claim(store, namespace, "p1", "a", "b", "ghost") == {"a", "b"}
+        assert await self.claim(store, namespace, "p2", "a") == set()
+        assert await self.claim(store, namespace, "p1", "a") == {"a"}  # its own: renewed
+        states = await store.archival_states(namespace)
+        assert {i: s.claimant for i, s in states.items()} == {"a": "p1", "b": "p1"}
+        await store.release_archival(namespace, "p2", ["a"], now=T0, quarantine_after=3)
+        assert (await store.archival_states(namespace, ["a"]))["a"].claimant == "p1"
+        await store.release_archival(namespace, "p1", ["a", "b"], now=T0, quarantine_after=3)
+        assert await store.archival_states(namespace) == {}  # nothing left to remember
+        assert await self.claim(store, namespace, "p2", "a") == {"a"}
+
+    async def test_an_expired_or_stale_claim_is_taken_over(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD))
+        assert await self.claim(store, namespace, "p1", "a", until=T0 + DAY) == {"a"}
+        assert await self.claim(store, namespace, "p2", "a", now=T0 + DAY / 2) == set()
+        assert await self.claim(store, namespace, "p2", "a", now=T0 + DAY) == {"a"}
+        stale = {"a": "p2"}  # a claimant the caller found dead
+        assert await self.claim(store, namespace, "p3", "a", replacing={"a": "p1"}) == set()
+        assert await self.claim(store, namespace, "p3", "a", replacing=stale) == {"a"}
+
+    async def test_only_the_claimant_notes_originals_and_they_outlive_its_claim(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD))
+        await self.claim(store, namespace, "p1", "a")
+        assert await store.note_archival(namespace, "p2", {"a": "1" * 64}) == set()
+        assert await store.note_archival(namespace, "p1", {"a": "2" * 64}) == {"a"}
+        assert await store.note_archival(namespace, "p1", {"a": "2" * 64}) == {"a"}  # once
+        await store.release_archival(namespace, "p1", ["a"], now=T0, quarantine_after=3)
+        claimed = await store.claim_archival(
+            namespace, ["a"], claimant="p2", until=T0 + DAY, now=T0
+        )
+        assert claimed["a"].written == ("2" * 64,)  # the next attempt cleans it up
+
+    async def test_counted_failures_quarantine_and_outages_do_not(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD))
+        bad, down = ArchivalFailure("rejected"), ArchivalFailure("down", counts=False)
+        for n, failure in enumerate([bad, down, bad, bad], start=1):
+            await self.claim(store, namespace, f"p{n}", "a")
+            set_aside = await store.release_archival(
+                namespace, f"p{n}", ["a"], failures={"a": failure}, now=T0, quarantine_after=3
+            )
+            assert set_aside == (["a"] if n == 4 else [])
+        state = (await store.archival_states(namespace, ["a"]))["a"]
+        assert (state.failures, state.error, state.quarantined) == (3, "rejected", True)
+        assert state.failed_at == T0
+        assert await self.claim(store, namespace, "p5", "a") == set()
+        assert await self.claim(store, namespace, "p5", "a", release_quarantine=True) == {"a"}
+        assert not (await store.archival_states(namespace, ["a"]))["a"].quarantined
+
+    async def test_archive_many_for_a_claimant_takes_only_its_claims(
+        self, store: MemoryStore, namespace: str, other_namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD), self.memory("b"))
+        await self.put(store, other_namespace, self.memory("a", tier=Tier.COLD))
+        await self.claim(store, namespace, "p1", "a")
+        await self.claim(store, other_namespace, "p2", "a")
+        records = [self.record("a", namespace), self.record("b", namespace)]
+        assert await store.archive_many(namespace, records, claimant="p2") == 0
+        assert await store.archive_many(namespace, records, claimant="p1") == 1
+        assert set(await store.get_archives(namespace, ["a", "b"])) == {"a"}
+        assert await store.archival_states(namespace) == {}  # the row left with the memory
+        assert set(await store.archival_states(other_namespace)) == {"a"}
+        await store.delete_many(other_namespace, ["a"])
+        assert await store.archival_states(other_namespace) == {}
+        await self.claim(store, namespace, "p1", "b")
+        await store.clear(namespace)
+        assert await store.archival_states(namespace) == {}
 
     async def test_transaction_rolls_back_on_exception(
         self, store: MemoryStore, namespace: str

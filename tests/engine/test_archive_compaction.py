@@ -56,9 +56,13 @@ async def _engine(path: Path, clock: ManualClock) -> AsyncTieredMemory:
     return await AsyncTieredMemory.embedded(path, embedder=HashingEmbedder(), clock=clock)
 
 
-async def _archive(amem: AsyncTieredMemory, clock: ManualClock, *ids: str) -> None:
-    for memory_id in ids:
-        assert await amem.archiver.archive_one(NS, memory_id, now=clock.now(), reason="test")
+async def _archive(amem: AsyncTieredMemory, *ids: str) -> None:
+    assert await amem.archive(list(ids), namespace=NS, reason="test") == len(ids)
+
+
+async def _original(amem: AsyncTieredMemory, memory_id: str) -> bytes:
+    record = (await amem.store.get_archives(NS, [memory_id]))[memory_id]
+    return await amem.archiver.verified_original(NS, record)
 
 
 async def _full(amem: AsyncTieredMemory, memory_id: str) -> Memory:
@@ -86,8 +90,8 @@ async def test_restore_gives_back_the_exact_memory(tmp_path: Path, clock: Manual
         other = await amem.add("Ava's doctor is Dr. Lee at the Oslo clinic", namespace=NS)
         await amem.link(m.id, other.id, namespace=NS)
         before = await _full(amem, m.id)
-        await _archive(amem, clock, m.id)
-        data = await amem.objects.get(NS, m.id)
+        await _archive(amem, m.id)
+        data = await _original(amem, m.id)
         assert len(data) < 4000  # 18 KB with the embedding as JSON numbers, twice
         record = (await amem.store.get_archives(NS, [m.id]))[m.id]
         assert record.checksum == sha256_hex(data)
@@ -104,7 +108,7 @@ async def test_each_summary_finds_its_own_record(tmp_path: Path, clock: ManualCl
     amem = await _engine(tmp_path / "s.db", clock)
     try:
         added = [await amem.add(text, namespace=NS) for text in TEXTS]
-        await _archive(amem, clock, *(m.id for m in added))
+        await _archive(amem, *(m.id for m in added))
         records = await amem.store.scan_archives(NS, limit=100)
         assert len(records) == len(TEXTS)
         for record in records:
@@ -189,8 +193,11 @@ async def test_a_version_1_file_and_original_still_load_and_restore(
         before = await _full(amem, m.id)
         links = await amem.graph.links_of(NS, [m.id])
         assert links
-        await _archive(amem, clock, m.id)
-        # the original as format 1 wrote it, and the record that pointed at it
+        await _archive(amem, m.id)
+        # the original as format 1 wrote it, under the memory's id, and the record
+        # that pointed at it
+        new = (await amem.store.get_archives(NS, [m.id]))[m.id]
+        await amem.archiver.delete_original(NS, new)
         data = encode_document(_v1_document(before, links, clock.now()))
         await amem.objects.put(NS, m.id, data)
         summary = (await amem.store.get_archives(NS, [m.id]))[m.id].summary
@@ -201,6 +208,7 @@ async def test_a_version_1_file_and_original_still_load_and_restore(
                 "links": links,
                 "checksum": sha256_hex(data),
                 "size_bytes": len(data),
+                "storage_ref": amem.objects.ref(NS, m.id),
             }
         )
     finally:

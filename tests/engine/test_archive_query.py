@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from tiered_memory import HashingEmbedder, ManualClock, Policy, TieredMemory
 from tiered_memory.models import MemoryType, Tier
-from tiered_memory.policy import RetrievalPolicy
+from tiered_memory.policy import ArchivalPolicy, RetrievalPolicy
 from tiered_memory.ports import MemoryPatch, MetadataFilter
+from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .conftest import START
 
@@ -375,5 +376,117 @@ def test_the_backfill_keeps_each_record_s_calibrated_score(tmp_path: Path) -> No
         mem.expand(old.id, namespace=NS)  # an expansion rewrites the record too
         again = mem.search(old.content, namespace=NS, tiers=["archived"])[0].terms.cosine
         assert again == pytest.approx(before, abs=1e-6)
+    finally:
+        mem.close()
+
+
+def _as_version_3(path: Path) -> None:
+    """Turn the file back into schema version 3: no archival journal, no flag columns."""
+    _as_before_flags(path)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP TRIGGER memories_archival_delete")
+        conn.execute("DROP TABLE archival")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _under_the_plain_id(mem: TieredMemory, memory_id: str) -> None:
+    """Move a record's original to where archival kept it before content addressing
+    (`<id>`), and point the record there."""
+    amem = mem.aio
+    record = mem.run(amem.store.get_archives(NS, [memory_id]))[memory_id]
+    key, data = mem.run(amem.archiver.original(NS, record))
+    assert key != memory_id  # content-addressed: `<id>@<sha256>`
+    mem.run(amem.objects.put(NS, memory_id, data))
+    mem.run(amem.objects.delete(NS, key))
+    moved = record.model_copy(update={"storage_ref": amem.objects.ref(NS, memory_id)})
+    mem.run(amem.store.update_archive(NS, moved))
+
+
+def test_a_version_3_file_gets_the_columns_and_flags_from_originals_under_the_plain_id(
+    tmp_path: Path,
+) -> None:
+    """A file of schema 3 (no journal, no flag columns) whose originals sit under the
+    memory's id, as before content addressing: opened, it is upgraded to this version
+    with the flags unknown; the sweep reads them from those originals; restore still
+    finds them."""
+    path = tmp_path / "memory.db"
+    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    gone = mem.add("The safe deposit box number is 3141", namespace=NS)
+    kept = mem.add("The spare house key is under the blue flowerpot", namespace=NS)
+    mem.forget(gone.id, namespace=NS)
+    assert mem.archive([gone.id, kept.id], namespace=NS) == 2
+    for memory_id in (gone.id, kept.id):
+        _under_the_plain_id(mem, memory_id)
+    mem.close()
+    _as_version_3(path)
+
+    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    try:
+        with mem.aio.store.database.read() as conn:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert int(version.fetchone()[0]) == SCHEMA_VERSION
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+            assert {"archival", "archives_flags_unknown"} <= tables
+        records = mem.run(mem.aio.store.get_archives(NS, [gone.id, kept.id]))
+        assert {(r.do_not_inject, r.superseded) for r in records.values()} == {(None, None)}
+
+        report = mem.maintain()
+        assert report.count("archive_flags_filled") == 2
+        assert not report.errors
+        records = mem.run(mem.aio.store.get_archives(NS, [gone.id, kept.id]))
+        assert (records[gone.id].do_not_inject, records[gone.id].superseded) == (True, False)
+        assert (records[kept.id].do_not_inject, records[kept.id].superseded) == (False, False)
+        injection = mem.recall(gone.content, namespace=NS, deep=True, record_use=False)
+        assert gone.id not in {h.memory.id for h in injection.items}
+
+        assert mem.restore_archive([kept.id], namespace=NS) == 1
+        assert mem.get(kept.id, namespace=NS).content == kept.content
+    finally:
+        mem.close()
+
+
+def test_an_unreadable_original_is_reported_and_does_not_hold_up_the_rest(
+    tmp_path: Path,
+) -> None:
+    """The backfill fills `batch_size` records per run; a record whose original is gone
+    is reported each run and stays unknown, while the ones after it are still filled."""
+    path = tmp_path / "memory.db"
+    policy = Policy(archival=ArchivalPolicy(batch_size=2))
+    mem = TieredMemory.embedded(
+        path, embedder=HashingEmbedder(), clock=ManualClock(START), policy=policy
+    )
+    memories = [
+        mem.add(f"Travel journal page {i}: the train left platform {i + 2}", namespace=NS)
+        for i in range(4)
+    ]
+    ids = sorted(m.id for m in memories)
+    broken, forgotten = ids[0], ids[2]  # the broken one comes first in the scan
+    mem.forget(forgotten, namespace=NS)
+    assert mem.archive(ids, namespace=NS) == 4
+    record = mem.run(mem.aio.store.get_archives(NS, [broken]))[broken]
+    mem.run(mem.aio.archiver.delete_original(NS, record))
+    mem.close()
+    _as_before_flags(path)
+
+    mem = TieredMemory.embedded(
+        path, embedder=HashingEmbedder(), clock=ManualClock(START), policy=policy
+    )
+    try:
+        assert mem.maintain(dry_run=True).count("archive_flags_filled") == 0
+        filled = []
+        for _ in range(3):
+            report = mem.maintain()
+            filled.append(report.count("archive_flags_filled"))
+            (error,) = [e for e in report.errors if "archive flags" in e]
+            assert error.startswith(f"{NS}: archive flags {broken}: ArchiveIntegrityError")
+        assert filled == [2, 1, 0]
+        records = mem.run(mem.aio.store.get_archives(NS, ids))
+        assert (records[broken].do_not_inject, records[broken].superseded) == (None, None)
+        assert records[forgotten].do_not_inject is True
+        assert all(records[i].do_not_inject is False for i in ids[1:] if i != forgotten)
     finally:
         mem.close()

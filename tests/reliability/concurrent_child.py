@@ -1,5 +1,6 @@
-"""One of the two processes of the shared-file test: writers, readers and a sweeper
-(4 + 4 + 1 threads) on the SQLite file given, for the given number of seconds.
+"""One of the two processes of the shared-file test: writers, readers, a sweeper and an
+archiver (4 + 4 + 1 + 1 threads) on the SQLite file given, for the given number of
+seconds.
 
     python -m tests.reliability.concurrent_child shared.db p1 2.0
 
@@ -29,6 +30,7 @@ def main(db: str, name: str, duration: float) -> int:
         "ops": ledger.ops,
         "errors": ledger.errors,
         "archived_while_writing": ledger.archived_while_writing,
+        "archived_explicitly": ledger.archived_explicitly,
     }
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")

@@ -9,7 +9,10 @@ added (namespace -> id -> content):
   is the memory's;
 - no id is both live and archived; no archive record lacks its original;
 - an original without a record (a run that stopped between writing it and writing
-  the record) belongs to a live COLD memory and holds that memory's content;
+  the record) belongs to a live memory (COLD when the sweep wrote it; any tier for an
+  explicit `archive()`), holds that memory's content, and is named in the memory's
+  archival journal (so the next attempt, or deleting the memory, deletes it);
+- journal rows belong to live memories, and only a killed process leaves a claim;
 - no link touches an id that is not live in the link's namespace, and every link is
   stored in both directions;
 - the counts of `stats()` and `namespaces()` agree with what is there;
@@ -26,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tiered_memory import ArchiveRecord, AsyncTieredMemory, Memory, Tier
-from tiered_memory.archive import decode_document, sha256_hex
+from tiered_memory.archival import exited
+from tiered_memory.archive import decode_document, key_owner, original_key, sha256_hex
 from tiered_memory.models import LIVE_TIERS
 from tiered_memory.ports import ScanQuery
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
@@ -44,6 +48,7 @@ class Snapshot:
     archived: dict[tuple[str, str], ArchiveRecord] = field(default_factory=dict)
     orphans: set[tuple[str, str]] = field(default_factory=set)  # originals without records
     extras: set[tuple[str, str]] = field(default_factory=set)  # ids the library created
+    claims: set[tuple[str, str]] = field(default_factory=set)  # held by killed processes
     links: int = 0
 
     def tiers(self) -> Counter[Tier]:
@@ -147,28 +152,38 @@ async def check_store(
             snap.archived[(ns, memory_id)] = record
 
         stored = set(await engine.objects.list(ns))
-        missing = set(archived) - stored
-        assert not missing, f"archive records without their original in {ns}: {sorted(missing)[:5]}"
+        journal = await engine.store.archival_states(ns)
         for memory_id, record in archived.items():
-            key = (ns, memory_id)
-            if verified is not None and verified.get(key) == record.checksum:
+            key = original_key(memory_id, record.checksum)
+            assert key in stored or memory_id in stored, (
+                f"archive record without its original: {ns}/{memory_id}"
+            )
+            stored.discard(key if key in stored else memory_id)
+            if verified is not None and verified.get((ns, memory_id)) == record.checksum:
                 continue
-            data = await engine.objects.get(ns, memory_id)
-            assert len(data) == record.size_bytes, f"{ns}/{memory_id}: size differs"
-            assert sha256_hex(data) == record.checksum, f"{ns}/{memory_id}: sha256 differs"
+            data = await engine.archiver.verified_original(ns, record)  # size and sha256
             document = decode_document(data, expected_id=memory_id)
             assert document["namespace"] == ns
             if memory_id in expected:
                 assert document["content"] == expected[memory_id]
             if verified is not None:
-                verified[key] = record.checksum
-        for memory_id in stored - set(archived):
+                verified[(ns, memory_id)] = record.checksum
+        for key in stored:  # originals no record points at: unfinished attempts
+            memory_id = key_owner(key)
             assert memory_id in live, f"an original of {ns}/{memory_id}, which is nowhere else"
-            assert live[memory_id].tier is Tier.COLD, f"orphan original of a non-COLD {memory_id}"
-            data = await engine.objects.get(ns, memory_id)
+            checksum = key[len(memory_id) + 1 :]
+            written = journal[memory_id].written if memory_id in journal else ()
+            assert checksum in written, f"an original of {ns}/{memory_id} the journal lost"
+            data = await engine.objects.get(ns, key)
+            assert sha256_hex(data) == checksum
             document = decode_document(data, expected_id=memory_id)
             assert document["content"] == live[memory_id].content
             snap.orphans.add((ns, memory_id))
+        for memory_id, state in journal.items():
+            assert memory_id in live, f"a journal row of {ns}/{memory_id}, which is not live"
+            if state.claimant is not None:  # only a killed process leaves its claims
+                assert exited(state.claimant), f"{ns}/{memory_id} claimed by {state.claimant}"
+                snap.claims.add((ns, memory_id))
 
         stats = await engine.stats(namespace=ns)
         assert stats.total == len(live) + len(archived)

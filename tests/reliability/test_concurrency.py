@@ -1,10 +1,15 @@
 """Concurrency (issue 11, part 2): many writers and readers and a sweep on one store.
 
 8 writer and 8 reader threads share one `TieredMemory` (and 8 + 8 tasks one
-`AsyncTieredMemory`) for a bounded time while a sweep archives what the writers add;
-then two processes share one SQLite file the same way. Afterwards every memory handed
-out is exactly once live or archived with a verified original, nothing else exists,
-links touch only live memories, and the counts are exact (`invariants.check_store`).
+`AsyncTieredMemory`) for a bounded time while a sweep archives what the writers add and
+an archiver archives memories explicitly, racing the sweep; then two processes share
+one SQLite file the same way. Afterwards every memory handed out is exactly once live or
+archived with a verified original, nothing else exists, links touch only live memories,
+the counts are exact (`invariants.check_store`), and every archival was reported once.
+
+Issue 16: an explicit `archive()` racing a sweep for the same due memory, in one
+process (tasks) and in two processes on one file, archives it once, and its record
+verifies the bytes it points at.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import random
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +28,17 @@ import pytest
 from tiered_memory import (
     AsyncTieredMemory,
     HashingEmbedder,
+    MaintenanceReport,
     ManualClock,
     Memory,
     Tier,
     TieredMemory,
 )
+from tiered_memory.errors import ArchiveIntegrityError, NotFoundError
+from tiered_memory.ports import Summary, SummaryRequest
+from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
-from .harness import T0
+from .harness import T0, WORDS
 from .invariants import Snapshot, check_store
 from .workload import (
     NAMESPACES,
@@ -47,17 +57,32 @@ DURATION = 2.0  # seconds of concurrent work
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _finish(ledger: Ledger, snap: Snapshot, label: str) -> None:
+def _settle(reports: list[MaintenanceReport]) -> int:
+    """The sweeps after the workers stopped: the last additions become due too, then
+    nothing moves. Returns how many they archived."""
+    for report in reports[:-1]:
+        check_report(report)
+    assert reports[-1].moved == {}
+    return sum(r.count("cold_to_archived") for r in reports)
+
+
+def _finish(ledger: Ledger, snap: Snapshot, label: str, settled: int) -> None:
     added = sum(len(ids) for ids in ledger.added.values())
+    reported = ledger.archived_while_writing + ledger.archived_explicitly + settled
     print(
         f"\n[concurrency/{label}] {ledger.total()} operations ({dict(ledger.ops)}), "
-        f"{added} memories added, {ledger.archived_while_writing} archived while writers "
-        f"wrote ({len(snap.archived)} in the end), lost=0, duplicated=0"
+        f"{added} memories added, {ledger.archived_while_writing} archived by sweeps and "
+        f"{ledger.archived_explicitly} by archive() while writers wrote "
+        f"({len(snap.archived)} in the end, {reported} archivals reported), "
+        "lost=0, duplicated=0, unverifiable=0"
     )
     assert ledger.errors == []
     assert ledger.ops["add_many"] >= WRITERS
     assert ledger.ops["maintain"] >= 1
+    assert ledger.ops["archive"] >= 1
     assert ledger.archived_while_writing > 0, "no sweep archived while the writers wrote"
+    assert ledger.archived_explicitly > 0, "no archive() call archived anything"
+    assert reported == len(snap.archived), "an archival reported twice (or never)"
     assert not snap.orphans
     for ns in NAMESPACES:
         assert snap.ids(ns) == set(ledger.added[ns])
@@ -74,13 +99,11 @@ def test_threads_share_one_memory_with_a_sweep_running(tmp_path: Path) -> None:
     )
     try:
         run_threads(mem, ledger, "threads", WRITERS, READERS, DURATION)
-        for _ in range(2):  # the last additions become due too; then nothing moves
-            check_report(mem.maintain(now=SWEEP_NOW))
-        assert mem.maintain(now=SWEEP_NOW).moved == {}
+        settled = _settle([mem.maintain(now=SWEEP_NOW) for _ in range(3)])
         snap = mem.run(check_store(mem.aio, ledger.added))
     finally:
         mem.close()
-    _finish(ledger, snap, "threads")
+    _finish(ledger, snap, "threads", settled)
 
 
 # -- tasks on one AsyncTieredMemory ------------------------------------------------------
@@ -131,11 +154,28 @@ async def _tasks(amem: AsyncTieredMemory, ledger: Ledger, seed: str) -> None:
                 ledger.swept(report)
             await asyncio.sleep(0)
 
+    async def archiver() -> None:
+        """Explicit archivals of memories handed out, racing the sweeper for them."""
+        rng = random.Random(f"{seed}-archiver")
+        while loop.time() < deadline:
+            ns = rng.choice(NAMESPACES)
+            memory_id = ledger.known(ns, rng)
+            if memory_id is not None:
+                try:
+                    n = await amem.archive([memory_id], namespace=ns)
+                except NotFoundError as e:  # the sweep archived it first
+                    if "archived" not in str(e):
+                        raise
+                    n = 0
+                ledger.archived(n)
+            await asyncio.sleep(0)
+
     await asyncio.wait_for(
         asyncio.gather(
             *(writer(i) for i in range(WRITERS)),
             *(reader(i) for i in range(READERS)),
             sweeper(),
+            archiver(),
         ),
         timeout=DURATION + 60,
     )
@@ -149,13 +189,11 @@ async def test_tasks_share_one_async_memory_with_a_sweep_running(tmp_path: Path)
     )
     try:
         await _tasks(amem, ledger, "tasks")
-        for _ in range(2):
-            check_report(await amem.maintain(now=SWEEP_NOW))
-        assert (await amem.maintain(now=SWEEP_NOW)).moved == {}
+        settled = _settle([await amem.maintain(now=SWEEP_NOW) for _ in range(3)])
         snap = await check_store(amem, ledger.added)
     finally:
         await amem.close()
-    _finish(ledger, snap, "async")
+    _finish(ledger, snap, "async", settled)
 
 
 # -- two processes on one SQLite file ----------------------------------------------------
@@ -201,15 +239,14 @@ def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
             ledger.added[ns].update(ids)
         ledger.ops.update(result["ops"])
         ledger.archived_while_writing += result["archived_while_writing"]
+        ledger.archived_explicitly += result["archived_explicitly"]
     mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0))
     try:
-        for _ in range(2):
-            check_report(mem.maintain(now=SWEEP_NOW))
-        assert mem.maintain(now=SWEEP_NOW).moved == {}
+        settled = _settle([mem.maintain(now=SWEEP_NOW) for _ in range(3)])
         snap = mem.run(check_store(mem.aio, ledger.added))
     finally:
         mem.close()
-    _finish(ledger, snap, "processes")
+    _finish(ledger, snap, "processes", settled)
 
 
 # -- a link written while its target is being archived ----------------------------------
@@ -238,9 +275,7 @@ async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: s
 
             async def archive_first(namespace: str, links: Any) -> None:
                 graph.upsert_links = upsert  # type: ignore[method-assign]
-                assert await amem.archiver.archive_one(
-                    namespace, target.id, now=clock.now(), reason="race"
-                )
+                assert await amem.archive([target.id], namespace=namespace, reason="race") == 1
                 await upsert(namespace, links)
 
             graph.upsert_links = archive_first  # type: ignore[method-assign]
@@ -249,11 +284,11 @@ async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: s
             store, archive_many = amem.store, amem.store.archive_many
             newcomers: list[Memory] = []
 
-            async def link_first(namespace: str, records: Any) -> int:
+            async def link_first(namespace: str, records: Any, **kwargs: Any) -> int:
                 store.archive_many = archive_many  # type: ignore[method-assign]
                 newcomers.extend(await amem.add_many([f"{text}!"], namespace=ns, dedup=False))
                 assert await amem.links(newcomers[0].id, namespace=ns)
-                return await archive_many(namespace, records)
+                return await archive_many(namespace, records, **kwargs)
 
             store.archive_many = link_first  # type: ignore[method-assign]
             report = await amem.maintain()
@@ -267,3 +302,146 @@ async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: s
         assert snap.archived
     finally:
         await amem.close()
+
+
+# -- an explicit archive() racing the sweep for the same due memory (issue 16) ----------
+
+RACE_MEMORIES = 300
+RACE_TRIALS = 50
+
+
+async def _due_memories(amem: AsyncTieredMemory, ns: str, n: int, seed: str) -> dict[str, str]:
+    """`n` unimportant memories added at T0 and made COLD: due for archival at SWEEP_NOW."""
+    rng = random.Random(seed)
+    added = await amem.add_many(
+        [
+            {"content": f"{ns} {i}: " + " ".join(rng.sample(WORDS, 6)), "importance": 0.1}
+            for i in range(n)
+        ],
+        namespace=ns,
+        dedup=False,
+    )
+    await amem.maintain(now=T0 + timedelta(days=4), namespace=ns)
+    return {m.id: m.content for m in added}
+
+
+class RemoteSummarizer:
+    """The extractive summariser behind a few milliseconds of (simulated) network: the
+    archivals that overlap in a process are the ones that wait on a remote call."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.inner = ExtractiveSummarizer()
+        self.rng = rng
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        await asyncio.sleep(self.rng.uniform(0.0, 0.004))
+        return await self.inner.summarize(request)
+
+
+async def test_archive_racing_the_sweep_in_one_process(tmp_path: Path, rng: random.Random) -> None:
+    """RACE_TRIALS times: `archive()` and a sweep, as two tasks, for one due memory."""
+    amem = await AsyncTieredMemory.embedded(
+        tmp_path / "race.db",
+        embedder=HashingEmbedder(),
+        summarizer=RemoteSummarizer(rng),
+        clock=ManualClock(T0),
+    )
+    manifest: dict[str, dict[str, str]] = {}
+    reported = doubled = unverifiable = 0
+    try:
+        for trial in range(RACE_TRIALS):
+            ns = f"trial-{trial}"
+            manifest[ns] = await _due_memories(amem, ns, 1, ns)
+            (memory_id,) = manifest[ns]
+            by_call, report = await asyncio.gather(
+                amem.archive([memory_id], namespace=ns),
+                amem.maintain(now=SWEEP_NOW, namespace=ns),
+            )
+            check_report(report)
+            archivals = by_call + report.count("cold_to_archived")
+            reported += archivals
+            doubled += archivals > 1
+            try:
+                original = await amem.expand(memory_id, namespace=ns)
+            except ArchiveIntegrityError:
+                unverifiable += 1
+            else:
+                assert original["content"] == manifest[ns][memory_id]
+        print(
+            f"\n[concurrency/archival-race-tasks] {RACE_TRIALS} trials, {reported} "
+            f"archivals reported, doubled={doubled}, unverifiable={unverifiable}"
+        )
+        assert (doubled, unverifiable) == (0, 0)
+        snap = await check_store(amem, manifest)
+        assert len(snap.archived) == reported == RACE_TRIALS
+        assert not snap.orphans
+        assert not snap.claims
+    finally:
+        await amem.close()
+
+
+@pytest.mark.slow
+def test_two_processes_archive_the_same_due_memories_once(tmp_path: Path) -> None:
+    """Two processes on one file each `archive()` every due memory, in the same order,
+    while their sweeps archive the same memories: each memory is archived and reported
+    exactly once, and every record verifies (expand and restore work)."""
+    db = tmp_path / "race.db"
+    mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0))
+    try:
+        contents = mem.run(_due_memories(mem.aio, "race", RACE_MEMORIES, "race"))
+    finally:
+        mem.close()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.archival_child", str(db), name],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        for name in ("p1", "p2")
+    ]
+    try:
+        outputs = [child.communicate(timeout=300) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=30)
+    by_archive: list[str] = []
+    by_sweeps = 0
+    errors: list[str] = []
+    for child, (out, err) in zip(children, outputs, strict=True):
+        assert child.returncode == 0, err.decode()[-3000:]
+        result = json.loads(out.decode().strip().splitlines()[-1])
+        errors += result["errors"]
+        by_archive += result["by_archive"]
+        by_sweeps += result["by_sweeps"]
+    mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(SWEEP_NOW))
+    try:
+        stats = mem.stats(namespace="race")
+        lost = RACE_MEMORIES - stats.total
+        unverifiable = 0
+        for memory_id in contents:
+            try:
+                mem.expand(memory_id, namespace="race")
+            except ArchiveIntegrityError:
+                unverifiable += 1
+        print(
+            f"\n[concurrency/archival-race] {RACE_MEMORIES} memories, "
+            f"{stats.tiers[Tier.ARCHIVED].count} archived, {len(by_archive)} archivals "
+            f"reported by archive() and {by_sweeps} by sweeps, lost={lost}, "
+            f"unverifiable={unverifiable}"
+        )
+        assert (lost, unverifiable) == (0, 0)
+        assert errors == []
+        assert len(set(by_archive)) == len(by_archive), "archive() reported one memory twice"
+        assert len(by_archive) + by_sweeps == RACE_MEMORIES, "an archival reported twice"
+        snap = mem.run(check_store(mem.aio, {"race": contents}))  # every original verifies
+        assert len(snap.archived) == RACE_MEMORIES
+        assert not snap.orphans
+        assert not snap.claims
+        assert mem.maintain(now=SWEEP_NOW).moved == {}
+        assert mem.restore_archive(namespace="race") == RACE_MEMORIES
+    finally:
+        mem.close()

@@ -5,6 +5,11 @@ ARCHIVED with a verified original; never lost, never both; a rerun resumes. The
 harness (`harness.py`) kills `crash_child.py` mid-sweep, reopens the store and checks
 every invariant of `invariants.py` after each kill, then checks that the sweep, rerun,
 archives exactly what an uninterrupted sweep would and then changes nothing.
+
+Issue 16: each child also `archive()`s every memory the sweep will archive, racing the
+sweep for them, so kills land in claims, in the journal notes and in either archival's
+commit; after each, nothing is lost, every record verifies, and only the killed
+child's claims remain (taken over by the next child at once).
 """
 
 from __future__ import annotations

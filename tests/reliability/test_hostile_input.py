@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from tiered_memory import (
     ArchiveIntegrityError,
+    AsyncTieredMemory,
     BackendUnavailableError,
     DimensionMismatchError,
     HashingEmbedder,
@@ -39,7 +40,7 @@ from tiered_memory import (
     TieredMemoryError,
     ValidationError,
 )
-from tiered_memory.archive import decode_document
+from tiered_memory.archive import decode_document, original_key, sha256_hex
 from tiered_memory.ports import MetadataFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
@@ -579,7 +580,8 @@ def test_a_missing_original_is_an_integrity_error(archived: Archived) -> None:
 def test_a_corrupt_leftover_original_does_not_block_archival(
     probe: Probe, leftover: bytes | None
 ) -> None:
-    """A run that stopped after writing an original leaves it behind for the rerun; if
+    """A run that stopped after writing an original leaves it behind, named in the
+    archival journal, for the rerun (which reads the links it saved, then deletes it); if
     that leftover is damaged, the rerun writes a good one instead of failing forever."""
     mem = probe.mem
     m = mem.add("a lonely memory without links: the boiler was serviced in May", namespace="o")
@@ -594,12 +596,26 @@ def test_a_corrupt_leftover_original_does_not_block_archival(
                 "links": ["junk", {"source": 1}],
             }
         ).encode()
-    mem.run(mem.aio.objects.put("o", m.id, leftover))
+    checksum = sha256_hex(leftover)
+    mem.run(_left_behind(mem.aio, "o", m.id, checksum, leftover))
     mem.demote(m.id, Tier.COLD, namespace="o")
     report = mem.maintain(now=START + timedelta(days=400))
     assert report.errors == []
     assert report.count("cold_to_archived") == 1
     assert mem.expand(m.id, namespace="o")["content"] == m.content
+    assert original_key(m.id, checksum) not in mem.run(mem.aio.objects.list("o"))
+
+
+async def _left_behind(
+    amem: AsyncTieredMemory, ns: str, memory_id: str, checksum: str, data: bytes
+) -> None:
+    """What a killed archival leaves: its original, noted in the journal, its claim
+    ended (as the next run finds a dead process's claim)."""
+    wall = datetime.now(timezone.utc)
+    await amem.store.claim_archival(ns, [memory_id], claimant="gone", until=wall, now=wall)
+    assert await amem.store.note_archival(ns, "gone", {memory_id: checksum}) == {memory_id}
+    await amem.objects.put(ns, original_key(memory_id, checksum), data)
+    await amem.store.release_archival(ns, "gone", [memory_id], now=wall, quarantine_after=3)
 
 
 def _loop_threads() -> int:

@@ -5,7 +5,9 @@ the counts are exact) and remember the ids they got back; readers search, recall
 list, get and count, and check that whatever they see belongs to their namespace and
 that no memory already handed out ever reads as missing; a sweeper runs `maintain`
 at a `now` far enough ahead that everything the writers add is due (HOT -> COLD, and
-the unimportant ones archived) while the writers are still writing.
+the unimportant ones archived) while the writers are still writing; an archiver
+archives memories already handed out with an explicit `archive()`, racing the sweep
+for the same due memories (each memory must be archived, and reported, exactly once).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tiered_memory import (
     MaintenanceReport,
     Memory,
     MemoryInput,
+    NotFoundError,
     SearchResults,
     Tier,
     TieredMemory,
@@ -43,6 +46,7 @@ class Ledger:
     ops: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     archived_while_writing: int = 0  # by the sweeps that ran alongside the writers
+    archived_explicitly: int = 0  # by the archiver's archive() calls
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def known(self, ns: str, rng: random.Random) -> str | None:
@@ -66,6 +70,11 @@ class Ledger:
         with self.lock:
             self.ops["maintain"] += 1
             self.archived_while_writing += report.count("cold_to_archived")
+
+    def archived(self, n: int) -> None:
+        with self.lock:
+            self.ops["archive"] += 1
+            self.archived_explicitly += n
 
     def total(self) -> int:
         return sum(self.ops.values())
@@ -106,10 +115,22 @@ def check_report(report: MaintenanceReport) -> None:
     assert not report.archive_paused
 
 
+def archive_one(archive: Callable[[], int]) -> int:
+    """An explicit archival of a memory handed out earlier: 0 when the sweep (or another
+    process) has archived it already, or is archiving it right now."""
+    try:
+        return archive()
+    except NotFoundError as e:  # "... is archived": the sweep got there first
+        if "archived" not in str(e):
+            raise
+        return 0
+
+
 def run_threads(
     mem: TieredMemory, ledger: Ledger, seed: str, writers: int, readers: int, duration: float
 ) -> None:
-    """`writers` + `readers` threads and one sweeper thread on `mem` for `duration` s."""
+    """`writers` + `readers` threads, one sweeper and one archiver thread on `mem` for
+    `duration` s."""
     deadline = time.monotonic() + duration
     stop = threading.Event()
 
@@ -168,9 +189,18 @@ def run_threads(
             check_report(report)
             ledger.swept(report)
 
+    def archiver(rng: random.Random) -> None:
+        ns = rng.choice(NAMESPACES)
+        memory_id = ledger.known(ns, rng)
+        if memory_id is None:
+            time.sleep(0.001)
+            return
+        ledger.archived(archive_one(lambda: mem.archive([memory_id], namespace=ns)))
+
     threads = [threading.Thread(target=guarded(f"writer-{i}", writer(i))) for i in range(writers)]
     threads += [threading.Thread(target=guarded(f"reader-{i}", reader(i))) for i in range(readers)]
     threads.append(threading.Thread(target=guarded("sweeper", sweeper)))
+    threads.append(threading.Thread(target=guarded("archiver", archiver)))
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -58,6 +58,7 @@ from tiered_memory.ports import (
 )
 from tiered_memory.validation import check_id, check_importance, check_k, check_vector
 
+from .sqlite_archival import SQLiteArchivalMixin
 from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
 from .sqlite_query import (
     EPOCH,
@@ -224,7 +225,7 @@ def _use_days(days: Iterable[date], keep: int) -> str:
     return json.dumps([d.isoformat() for d in sorted(set(days))[-keep:]])
 
 
-class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
+class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixin):
     """MemoryStore over one SQLite file. Build it with `await SQLiteMemoryStore.open(path)`."""
 
     def __init__(
@@ -1177,6 +1178,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             if namespace is None:
                 conn.execute("DELETE FROM memories")
                 conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
+                conn.execute("DELETE FROM archival")  # likewise
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 self._cache.clear()

@@ -19,7 +19,7 @@ So the row keeps only what search and display need, in the smallest exact form:
   bytes, a memory-type code, NULL for defaults (source 'api', no metadata, no links,
   no expansions), and the storage pointer and archive reason interned in
   `archives_strings` (a pointer is stored as the template it shares with the other
-  records of its folder, e.g. `file:///data/ns/{id}.json`).
+  records of its folder, e.g. `file:///data/ns/{id}%40{checksum}.json`).
 - the table is WITHOUT ROWID with (namespace, id) as its key, so no second index
   repeats the id.
 - what a search filters on, as for a live memory: the memory type and metadata, and the
@@ -185,6 +185,7 @@ _TYPE_CODES = {
 _TYPES = {code: t for t, code in _TYPE_CODES.items()}
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _ID_SLOT = "\x00"  # where a storage template takes the record's id (never in a ref)
+_SUM_SLOT = "\x01"  # ... and its checksum (ids never hold control characters)
 DEFAULT_SOURCE = "api"
 
 COLUMNS = (
@@ -192,9 +193,10 @@ COLUMNS = (
     "links, storage_ref, size_bytes, checksum, storage_verified, created_at, archived_at, "
     "archive_reason, use_count, expansions, do_not_inject, superseded"
 )
-# Columns added to the table after it was first laid out (NULL in the rows before):
-# `add_columns` adds them to older files, so no schema version is needed, and a library
-# that predates them still reads and writes the file (leaving them NULL: unknown).
+# Columns added to the table after it was first laid out (NULL in the rows before), with
+# schema version 4: `add_columns` adds them to older files, by presence, so a version-4
+# file written before them gets them too (and such a library, which names its columns,
+# still writes the file, leaving them NULL: unknown).
 ADDED_COLUMNS = {"do_not_inject": "INTEGER", "superseded": "INTEGER"}
 _FLAGS_UNKNOWN = "(do_not_inject IS NULL OR superseded IS NULL)"
 _COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
@@ -281,7 +283,12 @@ def archive_row(conn: sqlite3.Connection, ns: str, record: ArchiveRecord) -> tup
         else encode_code(check_vector(record.summary_embedding, None, what="summary embedding"))
     )
     ref = record.storage_ref
-    prefix, found, suffix = ref.rpartition(record.id)
+    template = ref
+    if _HEX_DIGEST.fullmatch(record.checksum) and _SUM_SLOT not in ref:
+        head, found_sum, tail = ref.rpartition(record.checksum)
+        if found_sum:  # a content-addressed key (archive.original_key)
+            template = head + _SUM_SLOT + tail
+    prefix, found, suffix = template.rpartition(record.id)
     storage: int | str = ref
     if found and _ID_SLOT not in ref:
         storage = intern(conn, prefix + _ID_SLOT + suffix)
@@ -325,8 +332,13 @@ def _unflag(value: int | None) -> bool | None:
 def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) -> ArchiveRecord:
     memory_id = str(row["id"])
     storage = row["storage_ref"]
-    ref = strings[storage].replace(_ID_SLOT, memory_id) if isinstance(storage, int) else storage
     checksum = row["checksum"]
+    digest = checksum.hex() if isinstance(checksum, bytes) else checksum
+    ref = (
+        strings[storage].replace(_ID_SLOT, memory_id).replace(_SUM_SLOT, digest)
+        if isinstance(storage, int)
+        else storage
+    )
     code = row["summary_code"]
     expansions = row["expansions"]
     return ArchiveRecord(
@@ -343,7 +355,7 @@ def _record(row: sqlite3.Row, strings: dict[int, str], dimension: int | None) ->
         links=_decode_links(row["links"], memory_id),
         storage_ref=ref,
         size_bytes=row["size_bytes"],
-        checksum=checksum.hex() if isinstance(checksum, bytes) else checksum,
+        checksum=digest,
         storage_verified=bool(row["storage_verified"]),
         created_at=from_us(row["created_at"]),
         archived_at=from_us(row["archived_at"]),
@@ -396,7 +408,7 @@ def add_columns(conn: sqlite3.Connection) -> list[str]:
     """Add the `ADDED_COLUMNS` a file's `archives` table lacks; returns their names.
 
     Their values are unknown (NULL) in the rows already there: the flags are read back
-    from each record's original by the sweep (`Archiver.backfill_flags`)."""
+    from each record's original by the sweep (`ArchivalPipeline.backfill_flags`)."""
     columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(archives)")}
     added = [name for name in ADDED_COLUMNS if name not in columns]
     for name in added:
@@ -552,9 +564,13 @@ class SQLiteArchiveMixin:
 
     # -- the port ------------------------------------------------------------------------
 
-    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
+    async def archive_many(
+        self, namespace: str, records: Sequence[ArchiveRecord], *, claimant: str | None = None
+    ) -> int:
         """One transaction: each record replaces its live memory. A record whose memory is
-        not live (already archived, or gone) is skipped, so reruns are no-ops."""
+        not live (already archived, or gone) is skipped, so reruns are no-ops; with
+        `claimant`, so is one whose memory `claimant` does not hold a claim on. The
+        journal row leaves with the live row (a trigger, `sqlite_archival`)."""
         ns = _namespace(namespace)
         if not records:
             return 0
@@ -571,6 +587,10 @@ class SQLiteArchiveMixin:
         with self._db.write() as conn:
             self._fix_dimension(conn, dimension)
             live = self._ids_in(conn, "memories", ns, ids)
+            if claimant is not None:
+                sql = "SELECT id FROM archival WHERE namespace = ? AND claimant = ? AND id "
+                held = conn.execute(sql + IN_JSON, (ns, claimant, json_list(ids)))
+                live &= {row[0] for row in held}
             moving = [i for i in ids if i in live]
             if not moving:
                 return 0

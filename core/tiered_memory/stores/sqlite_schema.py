@@ -32,19 +32,24 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
+from .sqlite_archival import CREATE as CREATE_ARCHIVAL
 from .sqlite_archives import add_columns, migrate_v1
 from .sqlite_query import register_functions
 
 # 1: archive records as pydantic JSON with a float32 summary embedding.
 # 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
 # 3: embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
-SCHEMA_VERSION = 3
+# 4: the archival journal (`sqlite_archival`): claims, written originals, quarantine;
+#    and the archive records' flags (`do_not_inject`, `superseded`). Both are added to
+#    older files, the journal empty and the flags NULL ("not known yet": the sweep reads
+#    them from the originals); a library older than 4 would not honour the claims.
+SCHEMA_VERSION = 4
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
 # ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
-# The memory's flags (`do_not_inject`, `superseded`) were added to version-3 files
-# without a new version: NULL is "not known yet" (`sqlite_archives.add_columns`).
+# The memory's flags (`do_not_inject`, `superseded`) came with version 4: NULL is "not
+# known yet" (`sqlite_archives.add_columns`).
 # `storage_ref` and `archive_reason` have no declared type: an integer is a key of
 # `archives_strings`, text a value kept as it is.
 _ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
@@ -182,6 +187,7 @@ _SCHEMA = [
         CHECK (source <> target)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
+    *CREATE_ARCHIVAL,
 ]
 
 
@@ -376,7 +382,7 @@ class SQLiteDatabase:
                 migrate_v1(conn, _ARCHIVES)
             if row is not None and int(row[0]) < 3:
                 migrate_v2(conn)
-            add_columns(conn)  # columns added since, by presence (`ADDED_COLUMNS`)
+            add_columns(conn)  # by presence: also a version-4 file written before them
             if row is None or int(row[0]) < SCHEMA_VERSION:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "

@@ -1,15 +1,17 @@
 """The production MemoryStore on Weaviate (weaviate-client v4, async).
 
-Layout. Four collections share a prefix (default `TieredMemory`):
+Layout. Five collections share a prefix (default `TieredMemory`):
 - `<prefix>Active`: HOT and WARM memories, HNSW index: the tiers every search reads.
 - `<prefix>Cold`: COLD memories, flat (brute-force) index, optionally binary-quantised:
   rarely searched, so they cost no HNSW graph in memory.
 - `<prefix>Archive`: archive records, flat index over their summary embeddings; each
   keeps its memory's type, metadata (typed properties, as live memories do) and flags,
   so searches filter archived memories as they filter live ones.
+- `<prefix>Archival`: the archival journal (claims, originals written, failures), one
+  object per memory being archived or that failed to be, no vectors.
 - `<prefix>Registry`: the embedding dimension, the namespaces whose tenant names are
   hashed (see `weaviate_mapping`) and the one-time migrations done; not multi-tenant.
-The first three are multi-tenant: each namespace is a tenant, created on its first
+The first four are multi-tenant: each namespace is a tenant, created on its first
 write, and every data call goes through `collection.with_tenant(...)`, so Weaviate
 itself keeps namespaces apart. Object ids are uuid5 of (namespace, memory id), equal in
 every collection: a tier move or an archival is copy-then-delete by one id, and rerunning
@@ -57,6 +59,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlparse
 
+from tiered_memory import journal
 from tiered_memory.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -76,6 +79,8 @@ from tiered_memory.models import (
 )
 from tiered_memory.ports import (
     AccessRecord,
+    ArchivalFailure,
+    ArchivalState,
     Matrix,
     MemoryFacts,
     MemoryPatch,
@@ -142,6 +147,8 @@ from tiered_memory.stores.weaviate_mapping import (
     apply_access,
     apply_patch,
     apply_tier,
+    archival_from_properties,
+    archival_to_properties,
     archive_from_properties,
     archive_to_properties,
     embedding_matrix,
@@ -270,6 +277,14 @@ ARCHIVE_SCHEMA: tuple[_Prop, ...] = (
     _Prop("expansions", _TA, filterable=False),
     _Prop("approx_bytes", DataType.INT),
 )
+
+# The archival journal (`tiered_memory.journal`): one object per row, read by id.
+ARCHIVAL_SCHEMA: tuple[_Prop, ...] = (
+    _Prop("memory_id", _T),
+    _Prop("id_key", _T),
+    _Prop("state_json", _T, filterable=False),
+)
+JOURNAL_PAGE = 1_000
 
 REGISTRY_SCHEMA: tuple[_Prop, ...] = (
     _Prop("kind", _T),  # "dimension", "namespace" or "migration" (one done, by name)
@@ -436,6 +451,7 @@ class WeaviateMemoryStore:
         self.cold_name = f"{prefix}Cold"
         self.archive_name = f"{prefix}Archive"
         self.registry_name = f"{prefix}Registry"
+        self.archival_name = f"{prefix}Archival"
         self._write_batch = write_batch_size
         self._read_batch = read_batch_size
         self._max_concurrency = max_concurrency
@@ -533,7 +549,13 @@ class WeaviateMemoryStore:
 
     async def drop(self) -> None:
         """Delete this store's collections and everything in them (tests, benchmarks)."""
-        names = [self.active_name, self.cold_name, self.archive_name, self.registry_name]
+        names = [
+            self.active_name,
+            self.cold_name,
+            self.archive_name,
+            self.archival_name,
+            self.registry_name,
+        ]
         with self._errors("deleting the collections"):
             await self.client.collections.delete(names)
         self._props.clear()
@@ -576,6 +598,9 @@ class WeaviateMemoryStore:
         )
         await self._ensure_collection(
             self.archive_name, ARCHIVE_SCHEMA, self._vector_config("flat", quantize=False), True
+        )
+        await self._ensure_collection(
+            self.archival_name, ARCHIVAL_SCHEMA, self._vector_config("flat", quantize=False), True
         )
         await self._ensure_collection(
             self.registry_name, REGISTRY_SCHEMA, self._vector_config("flat", quantize=False), False
@@ -647,7 +672,7 @@ class WeaviateMemoryStore:
         """Make archive objects written before records were filterable (metadata only
         as JSON) filterable: rewrite each once through `archive_to_properties`, which
         adds the typed metadata properties. Their flags stay unknown (absent) until the
-        sweep reads them from the originals (`Archiver.backfill_flags`).
+        sweep reads them from the originals (`ArchivalPipeline.backfill_flags`).
 
         A registry mark says it is done; a crash midway reruns it (rewrites converge).
         As with every read-modify-write here, an expansion another process writes to a
@@ -1023,6 +1048,7 @@ class WeaviateMemoryStore:
             self._delete(self.active_name, namespace, live),
             self._delete(self.cold_name, namespace, live),
         )
+        await self._delete(self.archival_name, namespace, live)  # their journal rows go too
         return len(current)
 
     async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
@@ -1370,12 +1396,20 @@ class WeaviateMemoryStore:
         ]
         await self._upsert(self.archive_name, namespace, rows)
 
-    async def archive_many(self, namespace: str, records: Sequence[ArchiveRecord]) -> int:
-        """Archive the records whose memory is live; returns how many moved. Live copies
-        left behind by a crash after the record was written are removed too."""
+    async def archive_many(
+        self, namespace: str, records: Sequence[ArchiveRecord], *, claimant: str | None = None
+    ) -> int:
+        """Archive the records whose memory is live (and, with `claimant`, claimed by
+        it); returns how many moved. Live copies left behind by a crash after the record
+        was written are removed too, and the moved memories' journal rows last."""
         if not records:
             return 0
         self._check_records(records)
+        if claimant is not None:
+            rows = await self._journal(namespace, [r.id for r in records])
+            records = [r for r in records if r.id in rows and rows[r.id].claimant == claimant]
+            if not records:
+                return 0
         current, copies = await self._current(namespace, [r.id for r in records], vectors=False)
         moving = [r for r in records if r.id in current]
         await self._write_records(namespace, moving)  # first: a crash leaves it archived
@@ -1385,6 +1419,8 @@ class WeaviateMemoryStore:
                 self._delete(self.active_name, namespace, leftover),
                 self._delete(self.cold_name, namespace, leftover),
             )
+        if moving:
+            await self._delete(self.archival_name, namespace, [r.id for r in moving])
         return len(moving)
 
     async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
@@ -1501,6 +1537,121 @@ class WeaviateMemoryStore:
             records = [r for r in records if r.do_not_inject is None or r.superseded is None]
         return records
 
+    # -- MemoryStore: the archival journal ---------------------------------------------------
+    # The rules are `tiered_memory.journal`'s. Weaviate has no compare-and-set, so a claim
+    # is written, then read back, and only what still names this claimant is held: two
+    # processes claiming one memory in the same instant can both proceed, which costs a
+    # second summary and an unused original, never a record that does not verify (each
+    # attempt writes its own content-addressed original; `archive.original_key`).
+
+    async def _journal(self, namespace: str, ids: Sequence[str] | None) -> dict[str, ArchivalState]:
+        if ids is not None:
+            objects = await self._fetch_ids(self.archival_name, namespace, ids)
+        else:
+            objects = await self._journal_objects(namespace)
+        states = [archival_from_properties(o.properties) for o in objects]
+        return {s.id: s for s in states}
+
+    async def _journal_objects(self, namespace: str) -> list[WObject]:
+        out: list[WObject] = []
+        after: str | None = None
+        while True:
+            where = after_condition(after)
+
+            async def call(c: Collection, where: FilterReturn | None = where) -> Any:
+                return await c.query.fetch_objects(
+                    filters=where, sort=Sort.by_property("id_key"), limit=JOURNAL_PAGE
+                )
+
+            result = await self._read(
+                self.archival_name, namespace, "reading the archival journal", call
+            )
+            if result is None:
+                return out
+            out.extend(result.objects)
+            if len(result.objects) < JOURNAL_PAGE:
+                return out
+            after = str(result.objects[-1].properties["memory_id"])
+
+    async def _journal_apply(self, namespace: str, changes: journal.Changes) -> None:
+        rows = [
+            (object_uuid(namespace, s.id), archival_to_properties(s), None, s.id)
+            for s in changes.write
+        ]
+        await self._upsert(self.archival_name, namespace, rows)
+        if changes.delete:
+            await self._delete(self.archival_name, namespace, changes.delete)
+
+    async def archival_states(
+        self, namespace: str, ids: Sequence[str] | None = None
+    ) -> dict[str, ArchivalState]:
+        if ids is not None and not ids:
+            return {}
+        return await self._journal(namespace, None if ids is None else _unique(ids))
+
+    async def claim_archival(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        *,
+        claimant: str,
+        until: datetime,
+        now: datetime,
+        replacing: Mapping[str, str] | None = None,
+        release_quarantine: bool = False,
+    ) -> dict[str, ArchivalState]:
+        wanted = _unique(ids)
+        if not wanted:
+            return {}
+        current, _ = await self._current(namespace, wanted, vectors=False)
+        before, changes = journal.claim(
+            await self._journal(namespace, wanted),
+            [i for i in wanted if i in current],
+            who=claimant,
+            until=until,
+            now=now,
+            replacing=replacing,
+            release_quarantine=release_quarantine,
+        )
+        if not before:
+            return {}
+        await self._journal_apply(namespace, changes)
+        after = await self._journal(namespace, sorted(before))
+        return {i: s for i, s in before.items() if i in after and after[i].claimant == claimant}
+
+    async def note_archival(
+        self, namespace: str, claimant: str, written: Mapping[str, str]
+    ) -> set[str]:
+        if not written:
+            return set()
+        changes = journal.note(await self._journal(namespace, list(written)), claimant, written)
+        await self._journal_apply(namespace, changes)
+        return {s.id for s in changes.write}
+
+    async def release_archival(
+        self,
+        namespace: str,
+        claimant: str,
+        ids: Sequence[str],
+        *,
+        failures: Mapping[str, ArchivalFailure] | None = None,
+        now: datetime,
+        quarantine_after: int,
+    ) -> list[str]:
+        wanted = _unique([*ids, *(failures or {})])
+        if not wanted:
+            return []
+        changes = journal.release(
+            await self._journal(namespace, wanted),
+            claimant,
+            ids,
+            failures=failures,
+            now=now,
+            quarantine_after=quarantine_after,
+        )
+        await self._journal_apply(namespace, changes)
+        return changes.quarantined
+
     # -- housekeeping -----------------------------------------------------------------------
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
@@ -1513,7 +1664,7 @@ class WeaviateMemoryStore:
             await self._clear_all()
             return
         tenant = tenant_name(namespace)
-        for collection in self._all_collections():
+        for collection in (*self._all_collections(), self.archival_name):
             if await self._has_tenant(collection, tenant):
                 with self._errors(f"removing tenant {tenant} from {collection}"):
                     await self._use(collection).tenants.remove([tenant])
@@ -1526,7 +1677,7 @@ class WeaviateMemoryStore:
             self._registered.discard(tenant)
 
     async def _clear_all(self) -> None:
-        for collection in self._all_collections():
+        for collection in (*self._all_collections(), self.archival_name):
             with self._errors(f"listing tenants of {collection}"):
                 tenants = sorted(await self._use(collection).tenants.get())
             for chunk in _chunks(tenants, 100):  # Weaviate takes at most 100 per call

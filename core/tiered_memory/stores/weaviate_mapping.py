@@ -38,7 +38,7 @@ import numpy as np
 
 from tiered_memory.errors import NamespaceError, ValidationError
 from tiered_memory.models import ArchiveRecord, Link, Memory, MemoryType, Tier, utc
-from tiered_memory.ports import AccessRecord, Matrix, MemoryPatch
+from tiered_memory.ports import AccessRecord, ArchivalState, Matrix, MemoryPatch
 from tiered_memory.validation import check_importance
 
 TENANT_MAX_CHARS = 64
@@ -371,6 +371,43 @@ def archive_from_properties(
 
 def _optional_bool(value: Any) -> bool | None:
     return None if value is None else bool(value)
+
+
+# -- the archival journal ------------------------------------------------------------------------
+# One object per journal row, under the memory's object id: the row as JSON text (it is
+# read whole, by id, and never filtered on), plus the id key for paging.
+
+
+def archival_to_properties(state: ArchivalState) -> dict[str, Any]:
+    row = {
+        "claimant": state.claimant,
+        "claimed_until": state.claimed_until.isoformat() if state.claimed_until else None,
+        "written": list(state.written),
+        "failures": state.failures,
+        "error": state.error,
+        "failed_at": state.failed_at.isoformat() if state.failed_at else None,
+        "quarantined": state.quarantined,
+    }
+    return {
+        "memory_id": state.id,
+        "id_key": id_key(state.id),
+        "state_json": json.dumps(row, ensure_ascii=False),
+    }
+
+
+def archival_from_properties(props: Mapping[str, Any]) -> ArchivalState:
+    row = json.loads(str(props["state_json"]))
+    until, failed_at = row.get("claimed_until"), row.get("failed_at")
+    return ArchivalState(
+        id=str(props["memory_id"]),
+        claimant=row.get("claimant"),
+        claimed_until=datetime.fromisoformat(until) if until else None,
+        written=tuple(str(c) for c in row.get("written") or ()),
+        failures=int(row.get("failures") or 0),
+        error=row.get("error"),
+        failed_at=datetime.fromisoformat(failed_at) if failed_at else None,
+        quarantined=bool(row.get("quarantined")),
+    )
 
 
 # -- what writes do to a memory ------------------------------------------------------------------
