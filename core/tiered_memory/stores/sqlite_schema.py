@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
+from . import sqlite_lexicon as lexicon
 from .sqlite_archival import CREATE as CREATE_ARCHIVAL
 from .sqlite_archives import migrate_v1
 from .sqlite_query import register_functions
@@ -41,7 +42,9 @@ from .sqlite_query import register_functions
 # 3: embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
 # 4: the archival journal (`sqlite_archival`): claims, written originals, quarantine.
 #    Created empty in older files; a library older than 4 would not honour its claims.
-SCHEMA_VERSION = 4
+# 5: the lexical index per namespace (`sqlite_lexicon`) instead of one FTS5 table whose
+#    BM25 statistics spanned every namespace; built from the memories when opened.
+SCHEMA_VERSION = 5
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
@@ -143,24 +146,8 @@ _SCHEMA = [
     # The few pinned memories, which recall() scans for on every call.
     """CREATE INDEX IF NOT EXISTS memories_pinned
         ON memories (namespace, tier, id) WHERE pinned = 1""",
-    # External-content FTS5 index kept in step by triggers, inside the writing transaction.
-    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-        content, content='memories', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 2'
-    )""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, content)
-        VALUES ('delete', old.pk, old.content);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF content ON memories
-    BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, content)
-        VALUES ('delete', old.pk, old.content);
-        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-    END""",
+    # The lexical index, per namespace (`sqlite_lexicon`), kept in step by triggers.
+    *lexicon.SCHEMA,
     _ARCHIVES,
     # Strings many archive records share: storage templates and archive reasons.
     """CREATE TABLE IF NOT EXISTS archives_strings (
@@ -321,6 +308,7 @@ class SQLiteDatabase:
             raise translate_error(e, path) from e
         try:
             register_functions(conn)
+            lexicon.register_functions(conn)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -348,11 +336,6 @@ class SQLiteDatabase:
                         "restore it from a backup"
                     )
             cls._create_schema(conn, path)
-            # Per connection (temp schema): document frequencies of indexed terms.
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab "
-                "USING fts5vocab(main, memories_fts, 'row')"
-            )
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
@@ -376,6 +359,7 @@ class SQLiteDatabase:
                 migrate_v1(conn, _ARCHIVES)
             if row is not None and int(row[0]) < 3:
                 migrate_v2(conn)
+            lexicon.ensure_current(conn)
             if row is None or int(row[0]) < SCHEMA_VERSION:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "

@@ -1,0 +1,240 @@
+"""Per-namespace lexical index of the SQLite store: postings, document frequencies and
+namespace totals, kept by triggers inside the transaction that writes a memory.
+
+Why not FTS5: its BM25 counts documents, lengths and frequencies over the whole
+table, so one tenant's writes moved another's lexical scores, and a tenant could
+learn whether a word occurs in anyone else's memories (issue 16). Here every row is
+keyed by namespace, and a search reads its own namespace's rows only.
+
+Tables (`ns` is `lexicon_namespaces.id`):
+- `lexicon_namespaces`: documents and tokens per namespace (BM25's N and avgdl).
+- `lexicon_terms`: how many documents of the namespace hold each term (idf).
+- `lexicon_postings`: one row per (term, document) with the term's frequency and the
+  document's length, so scoring a term is one range read with no join.
+
+The triggers call `tm_terms(content)` and `tm_length(content)`, Python functions
+registered on every connection (`register_functions`); a connection without them
+(the sqlite3 shell) can read the file but not write memories, instead of writing
+them unindexed. The tokenizer's version is kept in `meta`; a file indexed by another
+version is re-indexed when opened (`ensure_current`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from tiered_memory.lexicon import LexicalStatistics, Posting, term_counts, term_counts_json
+
+from .sqlite_query import IN_JSON, json_list
+
+# Bump when `tiered_memory.lexicon.tokens` changes what it produces: files indexed
+# with another version are re-indexed at open, since the delete trigger finds a
+# memory's postings by tokenizing its content again.
+TOKENIZER_VERSION = "porter-unicode61-rd2/1"
+TERMS_FUNCTION = "tm_terms"
+LENGTH_FUNCTION = "tm_length"
+
+_NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
+_TERMS = "(SELECT key FROM json_each(tm_terms({row}.content)))"
+
+
+def _index(row: str) -> list[str]:
+    return [
+        f"""INSERT INTO lexicon_namespaces (namespace, documents, tokens)
+            VALUES ({row}.namespace, 1, tm_length({row}.content))
+            ON CONFLICT (namespace) DO UPDATE
+            SET documents = documents + 1, tokens = tokens + excluded.tokens""",
+        f"""INSERT INTO lexicon_terms (ns, term, documents)
+            SELECT {_NS.format(row=row)}, j.key, 1 FROM json_each(tm_terms({row}.content)) AS j
+            WHERE 1
+            ON CONFLICT (ns, term) DO UPDATE SET documents = documents + 1""",
+        f"""INSERT INTO lexicon_postings (ns, term, pk, tf, length)
+            SELECT {_NS.format(row=row)}, j.key, {row}.pk, j.value, tm_length({row}.content)
+            FROM json_each(tm_terms({row}.content)) AS j""",
+    ]
+
+
+def _unindex(row: str) -> list[str]:
+    ns, terms = _NS.format(row=row), _TERMS.format(row=row)
+    return [
+        f"DELETE FROM lexicon_postings WHERE ns = {ns} AND term IN {terms} AND pk = {row}.pk",
+        f"UPDATE lexicon_terms SET documents = documents - 1 WHERE ns = {ns} AND term IN {terms}",
+        f"DELETE FROM lexicon_terms WHERE ns = {ns} AND term IN {terms} AND documents <= 0",
+        f"""UPDATE lexicon_namespaces
+            SET documents = documents - 1, tokens = tokens - tm_length({row}.content)
+            WHERE namespace = {row}.namespace""",
+    ]
+
+
+def _trigger(name: str, event: str, statements: Sequence[str]) -> str:
+    body = ";\n".join(statements)
+    return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON memories BEGIN\n{body};\nEND"
+
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS lexicon_namespaces (
+        id INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL UNIQUE,
+        documents INTEGER NOT NULL,
+        tokens INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS lexicon_terms (
+        ns INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        documents INTEGER NOT NULL,
+        PRIMARY KEY (ns, term)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS lexicon_postings (
+        ns INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        pk INTEGER NOT NULL,
+        tf INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        PRIMARY KEY (ns, term, pk)
+    ) WITHOUT ROWID""",
+    _trigger("memories_lexicon_insert", "INSERT", _index("new")),
+    _trigger("memories_lexicon_delete", "DELETE", _unindex("old")),
+    _trigger(
+        "memories_lexicon_update",
+        "UPDATE OF content, namespace",
+        [*_unindex("old"), *_index("new")],
+    ),
+]
+
+# The FTS5 index of schema 3 and earlier, whose statistics spanned every namespace.
+DROP_FTS = [
+    "DROP TRIGGER IF EXISTS memories_fts_insert",
+    "DROP TRIGGER IF EXISTS memories_fts_delete",
+    "DROP TRIGGER IF EXISTS memories_fts_update",
+    "DROP TABLE IF EXISTS memories_fts",
+]
+
+
+_NOTHING = object()
+
+
+class _Memo:
+    """The last content's term counts: each trigger asks for them several times."""
+
+    def __init__(self) -> None:
+        self.content: object = _NOTHING
+        self.counts: dict[str, int] = {}
+        self.json = "{}"
+        self.length = 0
+
+    def _load(self, content: str | None) -> None:
+        if content != self.content:
+            counts = term_counts(content or "")
+            self.counts = counts
+            self.json = term_counts_json(content or "") if counts else "{}"
+            self.length = sum(counts.values())
+            self.content = content
+
+    def terms(self, content: str | None) -> str:
+        self._load(content)
+        return self.json
+
+    def length_of(self, content: str | None) -> int:
+        self._load(content)
+        return self.length
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The tokenizer the triggers call; register it on every connection to the file."""
+    memo = _Memo()
+    conn.create_function(TERMS_FUNCTION, 1, memo.terms, deterministic=True)
+    conn.create_function(LENGTH_FUNCTION, 1, memo.length_of, deterministic=True)
+
+
+def rebuild(conn: sqlite3.Connection) -> int:
+    """Index every memory again (schema migration, tokenizer change); returns how many.
+
+    Runs in the caller's transaction, so a crash keeps the old index whole.
+    """
+    conn.execute("DELETE FROM lexicon_postings")
+    conn.execute("DELETE FROM lexicon_terms")
+    conn.execute("DELETE FROM lexicon_namespaces")
+    conn.execute(
+        "INSERT INTO lexicon_namespaces (namespace, documents, tokens) "
+        "SELECT namespace, count(*), sum(tm_length(content)) FROM memories GROUP BY namespace"
+    )
+    conn.execute(
+        "INSERT INTO lexicon_postings (ns, term, pk, tf, length) "
+        "SELECT n.id, j.key, m.pk, j.value, tm_length(m.content) "
+        "FROM memories AS m JOIN lexicon_namespaces AS n ON n.namespace = m.namespace, "
+        "json_each(tm_terms(m.content)) AS j"
+    )
+    conn.execute(
+        "INSERT INTO lexicon_terms (ns, term, documents) "
+        "SELECT ns, term, count(*) FROM lexicon_postings GROUP BY ns, term"
+    )
+    return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def ensure_current(conn: sqlite3.Connection) -> None:
+    """Re-index when the file's index was built by another tokenizer version (or by
+    FTS5, before schema 4). Call inside the opening transaction."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'lexicon_tokenizer'").fetchone()
+    if row is not None and row[0] == TOKENIZER_VERSION:
+        return
+    for statement in DROP_FTS:
+        conn.execute(statement)
+    rebuild(conn)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('lexicon_tokenizer', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (TOKENIZER_VERSION,),
+    )
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def namespace_id(conn: sqlite3.Connection, namespace: str) -> tuple[int, int, int] | None:
+    """(id, documents, tokens) of a namespace's lexicon, None if it never held text."""
+    row = conn.execute(
+        "SELECT id, documents, tokens FROM lexicon_namespaces WHERE namespace = ?",
+        (namespace,),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+
+def statistics(
+    conn: sqlite3.Connection, namespace: str, terms: Sequence[str]
+) -> tuple[int | None, LexicalStatistics]:
+    """The namespace's lexicon id and its statistics for `terms` (one read each)."""
+    found = namespace_id(conn, namespace)
+    if found is None:
+        return None, LexicalStatistics(frequencies=dict.fromkeys(terms, 0))
+    ns, documents, total = found
+    known = dict(
+        conn.execute(
+            f"SELECT term, documents FROM lexicon_terms WHERE ns = ? AND term {IN_JSON}",
+            (ns, json_list(terms)),
+        ).fetchall()
+    )
+    frequencies = {term: int(known.get(term, 0)) for term in terms}
+    return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
+
+
+def postings(
+    conn: sqlite3.Connection, ns: int, terms: Sequence[str], pks: Sequence[int] | None = None
+) -> list[Posting]:
+    """The postings of `terms` in one namespace, of the documents `pks` only if given."""
+    found: list[Posting] = []
+    for term in terms:
+        if pks is None:
+            rows = conn.execute(
+                "SELECT pk, tf, length FROM lexicon_postings WHERE ns = ? AND term = ?",
+                (ns, term),
+            )
+        else:
+            rows = conn.execute(
+                "SELECT pk, tf, length FROM lexicon_postings "
+                f"WHERE ns = ? AND term = ? AND pk {IN_JSON}",
+                (ns, term, json.dumps(list(pks))),
+            )
+        found.extend(Posting(term, int(pk), int(tf), int(length)) for pk, tf, length in rows)
+    return found
