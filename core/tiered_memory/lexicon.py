@@ -1,27 +1,32 @@
 """Words as the lexical index sees them, and BM25 over one namespace's statistics.
 
-The tokenizer is FTS5's `porter unicode61 remove_diacritics 2` in Python: letters,
-digits and private-use characters make words; case and the diacritics of Latin
-letters are folded away; each word is reduced to its Porter stem (`porter`). The
-SQLite store runs it inside its own write transactions (`stores/sqlite_lexicon`), so
-the statistics BM25 needs (documents, tokens, document frequencies) are counted per
-namespace: a namespace's lexical scores are the same whatever other namespaces hold.
+Words are those of FTS5's `unicode61 remove_diacritics 2` tokenizer: letters, digits
+and private-use characters make words, and case and the diacritics of Latin letters
+are folded away. Each word is then reduced to its stem by the Snowball English stemmer
+(`snowballstemmer`, the maintained successor of Porter's), so "codes", "coding" and
+"code" meet. The SQLite store runs this inside its own write transactions
+(`stores/sqlite_lexicon`), so the statistics BM25 needs (documents, tokens, document
+frequencies) are counted per namespace: a namespace's lexical scores are the same
+whatever other namespaces hold.
 
 `bm25` is FTS5's formula (k1 1.2, b 0.75, idf floored at 1e-6), evaluated in the
-same order, so within one namespace the scores are those FTS5 would give.
+same order, so on the same terms the scores are those FTS5 would give.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .porter import stem
+import snowballstemmer
 
 MAX_QUERY_TERMS = 64
 K1 = 1.2
@@ -34,6 +39,26 @@ _START = r"[^\W_]|[\ue000-\uf8ff]"
 _WORD = re.compile(rf"(?:{_START})(?:{_START}|[\u0300-\u036f])*")
 _FOLDED: dict[str, str] = {}  # raw word -> term; bounded by _FOLDED_KEPT
 _FOLDED_KEPT = 200_000
+STEMMER = "english"  # Snowball's name; part of the store's tokenizer version
+_stemmers = threading.local()  # a Snowball stemmer keeps its word as state: one per thread
+
+
+@functools.cache
+def tokenizer_version() -> str:
+    """What `tokens` depends on: the word rules, Python's Unicode tables (which say what
+    a letter is) and the stemmer's release. A store indexed under another version is
+    re-indexed when opened: its delete trigger finds a memory's postings by tokenizing
+    the memory again, so the tokenizer must not change under an index."""
+    stemmer = importlib.metadata.version("snowballstemmer")
+    return f"unicode61-rd2/unicode-{unicodedata.unidata_version}/snowball-{STEMMER}-{stemmer}"
+
+
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-case word."""
+    stemmer = getattr(_stemmers, "stemmer", None)
+    if stemmer is None:
+        stemmer = _stemmers.stemmer = snowballstemmer.stemmer(STEMMER)
+    return str(stemmer.stemWord(word))
 
 
 def _fold_char(c: str) -> str:

@@ -666,7 +666,7 @@ class TestQueryTranslation:
         ("text", "expected"),
         [
             ("hello world", ["hello", "world"]),
-            ('say "hi"', ["sai", "hi"]),
+            ('say "hi"', ["say", "hi"]),
             ("AND OR NOT", ["and", "or", "not"]),
             ("NEAR(a, b)", ["near", "a", "b"]),
             ("'; DROP TABLE memories; --", ["drop", "tabl", "memori"]),

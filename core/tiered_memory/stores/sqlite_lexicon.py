@@ -25,14 +25,16 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from tiered_memory.lexicon import LexicalStatistics, Posting, term_counts, term_counts_json
+from tiered_memory.lexicon import (
+    LexicalStatistics,
+    Posting,
+    term_counts,
+    term_counts_json,
+    tokenizer_version,
+)
 
 from .sqlite_query import IN_JSON, json_list
 
-# Bump when `tiered_memory.lexicon.tokens` changes what it produces: files indexed
-# with another version are re-indexed at open, since the delete trigger finds a
-# memory's postings by tokenizing its content again.
-TOKENIZER_VERSION = "porter-unicode61-rd2/1"
 TERMS_FUNCTION = "tm_terms"
 LENGTH_FUNCTION = "tm_length"
 
@@ -176,8 +178,9 @@ def rebuild(conn: sqlite3.Connection) -> int:
 def ensure_current(conn: sqlite3.Connection) -> None:
     """Re-index when the file's index was built by another tokenizer version (or by
     FTS5, before schema 4). Call inside the opening transaction."""
+    version = tokenizer_version()
     row = conn.execute("SELECT value FROM meta WHERE key = 'lexicon_tokenizer'").fetchone()
-    if row is not None and row[0] == TOKENIZER_VERSION:
+    if row is not None and row[0] == version:
         return
     for statement in DROP_FTS:
         conn.execute(statement)
@@ -185,7 +188,7 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('lexicon_tokenizer', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (TOKENIZER_VERSION,),
+        (version,),
     )
 
 
