@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import json
 import math
 import re
 import threading
@@ -109,11 +108,6 @@ def query_terms(text: str) -> list[str]:
 def term_counts(text: str) -> dict[str, int]:
     """How often each term occurs in `text` (a document's term frequencies)."""
     return dict(Counter(tokens(text)))
-
-
-def term_counts_json(text: str) -> str:
-    """`term_counts` as the JSON object the store's triggers read with json_each."""
-    return json.dumps(term_counts(text), ensure_ascii=False, sort_keys=True)
 
 
 @dataclass(frozen=True)

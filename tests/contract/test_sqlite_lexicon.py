@@ -71,7 +71,7 @@ def _rewrite_as_version_3(path: Path) -> None:
     try:
         for name in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
-        for table in ("lexicon_postings", "lexicon_terms", "lexicon_namespaces"):
+        for table in ("lexicon_postings", "lexicon_documents", "lexicon_namespaces"):
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DELETE FROM meta WHERE key = 'lexicon_tokenizer'")
         for statement in _SCHEMA_3_FTS:
@@ -83,19 +83,16 @@ def _rewrite_as_version_3(path: Path) -> None:
 
 
 def _index(conn: sqlite3.Connection) -> tuple[list[tuple[object, ...]], ...]:
-    """The whole lexical index, by namespace name (ids of `lexicon_namespaces` may
+    """The whole lexical index, by namespace name (numbers of `lexicon_namespaces` may
     differ between an index kept by triggers and a rebuilt one)."""
     return (
         conn.execute(
             "SELECT namespace, documents, tokens FROM lexicon_namespaces "
             "WHERE documents > 0 ORDER BY 1"
         ).fetchall(),
+        conn.execute("SELECT pk, length FROM lexicon_documents ORDER BY 1").fetchall(),
         conn.execute(
-            "SELECT n.namespace, t.term, t.documents FROM lexicon_terms AS t "
-            "JOIN lexicon_namespaces AS n ON n.id = t.ns ORDER BY 1, 2"
-        ).fetchall(),
-        conn.execute(
-            "SELECT n.namespace, p.term, p.pk, p.tf, p.length FROM lexicon_postings AS p "
+            "SELECT n.namespace, p.term, p.pk, p.tf FROM lexicon_postings AS p "
             "JOIN lexicon_namespaces AS n ON n.id = p.ns ORDER BY 1, 2, 3"
         ).fetchall(),
     )

@@ -12,10 +12,9 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
+import snowballstemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import snowballstemmer
 
 from tiered_memory.lexicon import (
     LexicalStatistics,
@@ -53,8 +52,10 @@ def fts_tokens(conn: sqlite3.Connection, text: str) -> list[str]:
 
 SAMPLES = [
     "The running runners ran; they are generalizations of relational hopefulness",
-    "Caf\u00e9 na\u00efve CR\u00c8ME br\u00fbl\u00e9e \u00c6r\u00f8 \u0141\u00f3d\u017a stra\u00dfe",
-    "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8 \ud55c\uad6d\uc5b4 \u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac",
+    "Caf\u00e9 na\u00efve CR\u00c8ME br\u00fbl\u00e9e "
+    "\u00c6r\u00f8 \u0141\u00f3d\u017a stra\u00dfe",
+    "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8 \ud55c\uad6d\uc5b4 "
+    "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac",
     "e\u0301cole x\u0301y snake_case don't 3.14 \u00bd \u00b2 \ue000abc",
     "agreed feed bled hoping hopping sky happy conditional rational digitizer",
     "\x1b]0;pwned\x07\x1b[2J tab\there NUL-free \u200b zero width",

@@ -1,22 +1,28 @@
-"""Per-namespace lexical index of the SQLite store: postings, document frequencies and
-namespace totals, kept by triggers inside the transaction that writes a memory.
+"""Per-namespace lexical index of the SQLite store, kept by triggers inside the
+transaction that writes a memory.
 
-Why not FTS5: its BM25 counts documents, lengths and frequencies over the whole
-table, so one tenant's writes moved another's lexical scores, and a tenant could
-learn whether a word occurs in anyone else's memories (issue 16). Here every row is
-keyed by namespace, and a search reads its own namespace's rows only.
+Why not FTS5: its BM25 counts documents, lengths and frequencies over the whole table,
+so one tenant's writes moved another's lexical scores, and a tenant could learn
+whether a word occurs in anyone else's memories (issue 16). Here every row is keyed
+by namespace, and a search reads its own namespace's rows only:
 
-Tables (`ns` is `lexicon_namespaces.id`):
-- `lexicon_namespaces`: documents and tokens per namespace (BM25's N and avgdl).
-- `lexicon_terms`: how many documents of the namespace hold each term (idf).
-- `lexicon_postings`: one row per (term, document) with the term's frequency and the
-  document's length, so scoring a term is one range read with no join.
+- `lexicon_postings`: one row per (namespace, term, memory) with the term's frequency
+  there; scoring a term, or counting its documents, is one range of the primary key.
+- `lexicon_documents`: each memory's length in terms (kept out of the postings, which
+  are written at random places of their tree: smaller rows, fewer pages per write).
+- `lexicon_namespaces`: documents and terms per namespace (BM25's N and avgdl).
+
+Document frequencies are counted from the postings when a query asks, up to a cap
+(`statistics`), rather than kept in a table of their own: keeping them cost one more
+upsert per term of every written memory (writes 1.6x slower), and a search needs the
+exact count only of the terms it scores, which are the rare ones.
 
 The triggers call `tm_terms(content)` and `tm_length(content)`, Python functions
-registered on every connection (`register_functions`); a connection without them
-(the sqlite3 shell) can read the file but not write memories, instead of writing
-them unindexed. The tokenizer's version is kept in `meta`; a file indexed by another
-version is re-indexed when opened (`ensure_current`).
+registered on every connection (`register_functions`); a connection without them (the
+sqlite3 shell) can read the file but not write memories, instead of writing them
+unindexed. The delete trigger finds a memory's postings by tokenizing it again, so the
+index must be built by the same tokenizer: its version is kept in `meta`, and a file
+indexed by another version is re-indexed when opened (`ensure_current`).
 """
 
 from __future__ import annotations
@@ -25,21 +31,14 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from tiered_memory.lexicon import (
-    LexicalStatistics,
-    Posting,
-    term_counts,
-    term_counts_json,
-    tokenizer_version,
-)
+from tiered_memory.lexicon import LexicalStatistics, Posting, term_counts, tokenizer_version
 
-from .sqlite_query import IN_JSON, json_list
+from .sqlite_query import IN_JSON
 
 TERMS_FUNCTION = "tm_terms"
 LENGTH_FUNCTION = "tm_length"
 
 _NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
-_TERMS = "(SELECT key FROM json_each(tm_terms({row}.content)))"
 
 
 def _index(row: str) -> list[str]:
@@ -48,22 +47,19 @@ def _index(row: str) -> list[str]:
             VALUES ({row}.namespace, 1, tm_length({row}.content))
             ON CONFLICT (namespace) DO UPDATE
             SET documents = documents + 1, tokens = tokens + excluded.tokens""",
-        f"""INSERT INTO lexicon_terms (ns, term, documents)
-            SELECT {_NS.format(row=row)}, j.key, 1 FROM json_each(tm_terms({row}.content)) AS j
-            WHERE 1
-            ON CONFLICT (ns, term) DO UPDATE SET documents = documents + 1""",
-        f"""INSERT INTO lexicon_postings (ns, term, pk, tf, length)
-            SELECT {_NS.format(row=row)}, j.key, {row}.pk, j.value, tm_length({row}.content)
+        f"""INSERT INTO lexicon_documents (pk, length)
+            VALUES ({row}.pk, tm_length({row}.content))""",
+        f"""INSERT INTO lexicon_postings (ns, term, pk, tf)
+            SELECT {_NS.format(row=row)}, j.key, {row}.pk, j.value
             FROM json_each(tm_terms({row}.content)) AS j""",
     ]
 
 
 def _unindex(row: str) -> list[str]:
-    ns, terms = _NS.format(row=row), _TERMS.format(row=row)
     return [
-        f"DELETE FROM lexicon_postings WHERE ns = {ns} AND term IN {terms} AND pk = {row}.pk",
-        f"UPDATE lexicon_terms SET documents = documents - 1 WHERE ns = {ns} AND term IN {terms}",
-        f"DELETE FROM lexicon_terms WHERE ns = {ns} AND term IN {terms} AND documents <= 0",
+        f"""DELETE FROM lexicon_postings WHERE ns = {_NS.format(row=row)} AND pk = {row}.pk
+            AND term IN (SELECT key FROM json_each(tm_terms({row}.content)))""",
+        f"DELETE FROM lexicon_documents WHERE pk = {row}.pk",
         f"""UPDATE lexicon_namespaces
             SET documents = documents - 1, tokens = tokens - tm_length({row}.content)
             WHERE namespace = {row}.namespace""",
@@ -82,18 +78,15 @@ SCHEMA = [
         documents INTEGER NOT NULL,
         tokens INTEGER NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS lexicon_terms (
-        ns INTEGER NOT NULL,
-        term TEXT NOT NULL,
-        documents INTEGER NOT NULL,
-        PRIMARY KEY (ns, term)
-    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS lexicon_documents (
+        pk INTEGER PRIMARY KEY,
+        length INTEGER NOT NULL
+    )""",
     """CREATE TABLE IF NOT EXISTS lexicon_postings (
         ns INTEGER NOT NULL,
         term TEXT NOT NULL,
         pk INTEGER NOT NULL,
         tf INTEGER NOT NULL,
-        length INTEGER NOT NULL,
         PRIMARY KEY (ns, term, pk)
     ) WITHOUT ROWID""",
     _trigger("memories_lexicon_insert", "INSERT", _index("new")),
@@ -113,7 +106,6 @@ DROP_FTS = [
     "DROP TABLE IF EXISTS memories_fts",
 ]
 
-
 _NOTHING = object()
 
 
@@ -122,15 +114,13 @@ class _Memo:
 
     def __init__(self) -> None:
         self.content: object = _NOTHING
-        self.counts: dict[str, int] = {}
         self.json = "{}"
         self.length = 0
 
     def _load(self, content: str | None) -> None:
         if content != self.content:
             counts = term_counts(content or "")
-            self.counts = counts
-            self.json = term_counts_json(content or "") if counts else "{}"
+            self.json = json.dumps(counts, ensure_ascii=False)
             self.length = sum(counts.values())
             self.content = content
 
@@ -156,21 +146,21 @@ def rebuild(conn: sqlite3.Connection) -> int:
     Runs in the caller's transaction, so a crash keeps the old index whole.
     """
     conn.execute("DELETE FROM lexicon_postings")
-    conn.execute("DELETE FROM lexicon_terms")
+    conn.execute("DELETE FROM lexicon_documents")
     conn.execute("DELETE FROM lexicon_namespaces")
     conn.execute(
         "INSERT INTO lexicon_namespaces (namespace, documents, tokens) "
         "SELECT namespace, count(*), sum(tm_length(content)) FROM memories GROUP BY namespace"
     )
     conn.execute(
-        "INSERT INTO lexicon_postings (ns, term, pk, tf, length) "
-        "SELECT n.id, j.key, m.pk, j.value, tm_length(m.content) "
-        "FROM memories AS m JOIN lexicon_namespaces AS n ON n.namespace = m.namespace, "
-        "json_each(tm_terms(m.content)) AS j"
+        "INSERT INTO lexicon_documents (pk, length) SELECT pk, tm_length(content) FROM memories"
     )
+    # In key order, so the tree is written front to back instead of at random places.
     conn.execute(
-        "INSERT INTO lexicon_terms (ns, term, documents) "
-        "SELECT ns, term, count(*) FROM lexicon_postings GROUP BY ns, term"
+        "INSERT INTO lexicon_postings (ns, term, pk, tf) "
+        "SELECT n.id, j.key, m.pk, j.value "
+        "FROM memories AS m JOIN lexicon_namespaces AS n ON n.namespace = m.namespace, "
+        "json_each(tm_terms(m.content)) AS j ORDER BY 1, 2, 3"
     )
     return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
 
@@ -196,7 +186,7 @@ def ensure_current(conn: sqlite3.Connection) -> None:
 
 
 def namespace_id(conn: sqlite3.Connection, namespace: str) -> tuple[int, int, int] | None:
-    """(id, documents, tokens) of a namespace's lexicon, None if it never held text."""
+    """(number, documents, tokens) of a namespace's lexicon, None if it never held text."""
     row = conn.execute(
         "SELECT id, documents, tokens FROM lexicon_namespaces WHERE namespace = ?",
         (namespace,),
@@ -205,39 +195,54 @@ def namespace_id(conn: sqlite3.Connection, namespace: str) -> tuple[int, int, in
 
 
 def statistics(
-    conn: sqlite3.Connection, namespace: str, terms: Sequence[str]
+    conn: sqlite3.Connection, namespace: str, terms: Sequence[str], *, cap: int | None = None
 ) -> tuple[int | None, LexicalStatistics]:
-    """The namespace's lexicon id and its statistics for `terms` (one read each)."""
+    """The namespace's lexicon number and its statistics for `terms`.
+
+    A document frequency above `cap` is reported as `cap + 1` (its exact value costs a
+    read of every posting; a search never scores such a term). Without `cap`, exact.
+    """
     found = namespace_id(conn, namespace)
     if found is None:
         return None, LexicalStatistics(frequencies=dict.fromkeys(terms, 0))
     ns, documents, total = found
-    known = dict(
-        conn.execute(
-            f"SELECT term, documents FROM lexicon_terms WHERE ns = ? AND term {IN_JSON}",
-            (ns, json_list(terms)),
-        ).fetchall()
-    )
-    frequencies = {term: int(known.get(term, 0)) for term in terms}
+    limit = -1 if cap is None else cap + 1
+    frequencies = {
+        term: int(
+            conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM lexicon_postings "
+                "WHERE ns = ? AND term = ? LIMIT ?)",
+                (ns, term, limit),
+            ).fetchone()[0]
+        )
+        for term in terms
+    }
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
 def postings(
     conn: sqlite3.Connection, ns: int, terms: Sequence[str], pks: Sequence[int] | None = None
 ) -> list[Posting]:
-    """The postings of `terms` in one namespace, of the documents `pks` only if given."""
-    found: list[Posting] = []
+    """The postings of `terms` in namespace number `ns`, of the documents `pks` only if
+    given."""
+    counts: list[tuple[str, int, int]] = []
     for term in terms:
         if pks is None:
             rows = conn.execute(
-                "SELECT pk, tf, length FROM lexicon_postings WHERE ns = ? AND term = ?",
-                (ns, term),
+                "SELECT pk, tf FROM lexicon_postings WHERE ns = ? AND term = ?", (ns, term)
             )
         else:
             rows = conn.execute(
-                "SELECT pk, tf, length FROM lexicon_postings "
-                f"WHERE ns = ? AND term = ? AND pk {IN_JSON}",
+                f"SELECT pk, tf FROM lexicon_postings WHERE ns = ? AND term = ? AND pk {IN_JSON}",
                 (ns, term, json.dumps(list(pks))),
             )
-        found.extend(Posting(term, int(pk), int(tf), int(length)) for pk, tf, length in rows)
-    return found
+        counts.extend((term, int(pk), int(tf)) for pk, tf in rows)
+    if not counts:
+        return []
+    lengths = dict(
+        conn.execute(
+            f"SELECT pk, length FROM lexicon_documents WHERE pk {IN_JSON}",
+            (json.dumps(sorted({pk for _, pk, _ in counts})),),
+        ).fetchall()
+    )
+    return [Posting(term, pk, tf, int(lengths[pk])) for term, pk, tf in counts]
