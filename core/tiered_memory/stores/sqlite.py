@@ -5,21 +5,23 @@ Build it with `store = await SQLiteMemoryStore.open("memory.db")`; the associati
 graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
 
 - Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
-  crash or a power loss (details in `sqlite_schema`).
+  crash or a power loss (details in `sqlite_schema`). `stats` and `scan` read one
+  snapshot; `snapshot()` spans many calls (an export).
 - Namespaces: every statement filters by namespace in its own WHERE clause.
 - Vector search: exact brute-force cosine over per-(namespace, tier) float32 matrices
   kept in memory (`sqlite_vectors`), updated in place by this store's writes, dropped
   on a rollback and when `PRAGMA data_version` shows another connection or process
   wrote to the file. The cheap filters are masks over cached flags; metadata filters
   run in SQL on growing batches of the best-scoring rows.
-- Lexical search: BM25 over a lexical index kept per namespace (`sqlite_lexicon`,
-  FTS5's porter/unicode61 words from `tiered_memory.lexicon`). Every statistic BM25
-  uses (documents, lengths, document frequencies) is the namespace's own, so its
-  results and scores are the same whatever other namespaces hold, and reveal nothing
-  of them. Terms found in half the namespace's texts or more are left out of the
-  query (their idf is 1e-6), and above `lexical_rows` texts only the rarest terms are
-  scored, so one search scores at most that many texts (`_lexical_terms`). Scoring
-  reads postings alone; the tier and filters are checked on the best rows afterwards.
+- Lexical search: BM25 over a lexical index kept per namespace (`sqlite_lexicon`;
+  words by FTS5's unicode61 rules, Snowball English stems: `tiered_memory.lexicon`).
+  Every statistic BM25 uses (documents, lengths, document frequencies) is the
+  namespace's own, so its results and scores are the same whatever other namespaces
+  hold, and reveal nothing of them. Terms found in half the namespace's texts or more
+  are left out of the query (their idf is 1e-6), and above `lexical_rows` texts only
+  the rarest terms are scored, so one search scores at most that many texts
+  (`_lexical_terms`). Scoring reads postings alone; the tier and filters are checked
+  on the best rows afterwards.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime, timedelta
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -933,7 +936,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         with self._db.read() as conn:
             if not self._any_in(conn, ns, parts):
                 return []  # e.g. the COLD phase of a store without COLD memories
-            lexicon_id, stats = lexicon.statistics(conn, ns, terms)
+            lexicon_id, stats = lexicon.statistics(conn, ns, terms, cap=self._lexical_rows)
             kept = self._lexical_terms(stats, terms)
             if lexicon_id is None or not kept:
                 scored = []
@@ -1061,7 +1064,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         # per-tier pages by id gives the same page (UTF-8 and str order agree).
         rows: list[sqlite3.Row] = []
         await self._db.gate()
-        with self._db.read() as conn:
+        with self._db.snapshot() as conn:  # a memory changing tier meanwhile is seen once
             for part in parts:
                 sql = (
                     f"SELECT {_columns('m', False)} FROM memories AS m{scan_index(query, part)} "
@@ -1108,7 +1111,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         ns = _check_namespace(namespace)
         tiers = {tier: TierStats() for tier in Tier}
         await self._db.gate()
-        with self._db.read() as conn:
+        with self._db.snapshot() as conn:  # live and archived counts of one moment
             rows = conn.execute(
                 "SELECT m.tier, count(*), "
                 "sum(length(CAST(m.content AS BLOB)) + coalesce(length(v.embedding), 0) "
@@ -1148,6 +1151,23 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """Writes inside commit together or roll back together (graph writes included)."""
         return self._db.transaction()
+
+    def snapshot(self) -> AbstractAsyncContextManager[None]:
+        """Reads inside see one state of the file (graph reads included): one SQLite
+        read transaction, which other processes' commits do not change."""
+        return self._db.read_transaction()
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the main file (`SQLiteDatabase.checkpoint`)."""
+        await self._db.gate()
+        self._db.checkpoint()
+
+    async def backup(self, target: str | PathLike[str]) -> None:
+        """A consistent copy of the whole file (every namespace, the graph too) in the
+        new file `target`, taken with SQLite's online backup API while writers go on.
+        The archived originals are not in it (`tiered_memory.backup` copies them)."""
+        await self._db.gate()
+        self._db.backup(Path(target))
 
     async def clear(self, namespace: str | None = None) -> None:
         await self._db.gate()
