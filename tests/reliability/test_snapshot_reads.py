@@ -1,11 +1,11 @@
 """Reads are snapshots (issue 16, item 8).
 
-One process sweeps a store of 3,000 unimportant memories (HOT -> COLD, then archived
+One process sweeps a store of 1,500 unimportant memories (HOT -> COLD, then archived
 in batches) while this one counts and exports the namespace over and over. Before,
 `stats()` read the live counts and the archive count in two statements, and an export
-read page after page: a reader saw 3,064 memories of 3,000, and exports repeated
-hundreds of ids (live in one page, archived in a later one), so they could not be
-imported back. Now each count and each export reads one snapshot of the file.
+read page after page: a reader saw 3,064 memories of 3,000, and exports repeated ids
+(live in one page, archived in a later one), so they could not be imported back. Now
+each count and each export reads one snapshot of the file.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tiered_memory.transfer import export_namespace
 from .harness import T0
 from .sweep_child import POLICY
 
-N = 3_000
+N = 1_500
 NS = "reader"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,6 @@ def test_counts_and_exports_read_one_snapshot_while_another_process_sweeps(
         f"{max(totals)}, largest export {max(n for n, _ in exports)} ids"
     )
     assert mid_sweep, "no read landed while the sweep was archiving; the test proved nothing"
-    assert set(totals) == {N}, f"counts other than {N}: {sorted(set(totals) - {N})[:10]}"
-    assert all(n == distinct == N for n, distinct in exports), [e for e in exports if e != (N, N)][
-        :10
-    ]
+    wrong_counts = sorted(set(totals) - {N})
+    wrong_exports = [e for e in exports if e != (N, N)]  # (ids, distinct ids)
+    assert (wrong_counts, wrong_exports) == ([], [])
