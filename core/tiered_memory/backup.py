@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .archives.local import LocalFolderObjectStore
-from .errors import ArchiveIntegrityError, ConfigurationError, NotFoundError, ValidationError
+from .errors import ArchiveIntegrityError, ConfigurationError, ValidationError
 from .models import ArchiveRecord
 from .namespaces import PathNamespace
-from .ports import MemoryStore, ObjectStore
+from .ports import MemoryStore
 from .stores.sqlite import SQLiteMemoryStore
 from .stores.sqlite_schema import integrity_problems
 
@@ -113,22 +113,21 @@ async def _still_there(store: MemoryStore, record: ArchiveRecord) -> bool:
     return now is not None and now.checksum == record.checksum
 
 
-async def _original(objects: ObjectStore, record: ArchiveRecord) -> bytes | str:
-    """The record's original, checked against it; or what is wrong with it."""
+async def _original(memory: AsyncTieredMemory, record: ArchiveRecord) -> tuple[str, bytes] | str:
+    """The record's original (its object key and bytes), checked against the record;
+    or what is wrong with it."""
     where = f"{record.namespace!r}/{record.id!r}"
     try:
-        data = await objects.get(_namespace(record.namespace), record.id)
-    except NotFoundError:
-        return f"the archived original of {where} is missing"
+        key, data = await memory.archiver.original(_namespace(record.namespace), record)
     except ArchiveIntegrityError as e:
-        return f"the archived original of {where} cannot be read: {e}"
+        return f"the archived original of {where} is missing or unreadable: {e}"
     if not _matches(record, data):
         return (
             f"the archived original of {where} does not match its record "
             f"({len(data)} bytes, sha256 {_sha256(data)[:12]}...; the record says "
             f"{record.size_bytes} bytes, {record.checksum[:12]}...)"
         )
-    return data
+    return key, data
 
 
 # -- verify ------------------------------------------------------------------------------
@@ -150,7 +149,7 @@ async def verify(memory: AsyncTieredMemory, database: Path | None = None) -> Ver
     suspects: list[tuple[ArchiveRecord, str]] = []
     for record in await _records(memory.store):
         report.archives += 1
-        found = await _original(memory.objects, record)
+        found = await _original(memory, record)
         if isinstance(found, str):
             suspects.append((record, found))
     for record, problem in suspects:
@@ -237,13 +236,14 @@ async def _copy_originals(
     size = _size(database)
     written: set[str] = set()
     for record in records:
-        data = await _original(memory.objects, record)
-        if isinstance(data, str):
+        found = await _original(memory, record)
+        if isinstance(found, str):
             if not await _still_there(memory.store, record):
                 return None  # restored or deleted after the copy: take it again
-            raise ArchiveIntegrityError(f"{data}; run `tiered-memory verify`")
+            raise ArchiveIntegrityError(f"{found}; run `tiered-memory verify`")
+        key, data = found
         ns = _namespace(record.namespace)
-        await target.put(ns, record.id, data, sync_folder=False)
+        await target.put(ns, key, data, sync_folder=False)  # the key the record names
         written.add(ns)
         size += len(data)
     for ns in sorted(written):

@@ -1,7 +1,7 @@
-"""Schema 4: the per-namespace lexical index (`sqlite_lexicon`).
+"""Schema 5: the per-namespace lexical index (`sqlite_lexicon`).
 
-A schema-3 file (one FTS5 table whose BM25 statistics spanned every namespace) is
-re-indexed when opened; so is a file indexed by another tokenizer version (another
+A schema-3 or -4 file (one FTS5 table whose BM25 statistics spanned every namespace)
+is re-indexed when opened; so is a file indexed by another tokenizer version (another
 stemmer release or Unicode table). Whatever the writes, the index the triggers keep
 equals one rebuilt from the memories.
 """
@@ -14,6 +14,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
-# Schema 3's lexical index, as sqlite_schema created it.
+# The lexical index of schemas 3 and 4, as sqlite_schema created it.
 _SCHEMA_3_FTS = [
     """CREATE VIRTUAL TABLE memories_fts USING fts5(
         content, content='memories', content_rowid='pk',
@@ -65,8 +66,8 @@ async def _fill(path: Path) -> None:
         await store.close()
 
 
-def _rewrite_as_version_3(path: Path) -> None:
-    """Drop the per-namespace index and build schema 3's FTS5 index in its place."""
+def _rewrite_as_version(path: Path, version: int) -> None:
+    """Drop the per-namespace index and build the FTS5 index of schemas 3-4 in its place."""
     conn = sqlite3.connect(path)
     try:
         for name in ("insert", "delete", "update"):
@@ -76,7 +77,7 @@ def _rewrite_as_version_3(path: Path) -> None:
         conn.execute("DELETE FROM meta WHERE key = 'lexicon_tokenizer'")
         for statement in _SCHEMA_3_FTS:
             conn.execute(statement)
-        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         conn.commit()
     finally:
         conn.close()
@@ -118,11 +119,12 @@ async def _search(store: SQLiteMemoryStore, ns: str, text: str) -> list[tuple[st
     return [(h.memory.id, h.score) for h in hits]
 
 
-async def test_a_schema_3_file_is_reindexed_per_namespace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [3, 4])
+async def test_an_fts5_file_is_reindexed_per_namespace(tmp_path: Path, version: int) -> None:
     fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
     await _fill(fresh)
     await _fill(old)
-    _rewrite_as_version_3(old)
+    _rewrite_as_version(old, version)
     with sqlite3.connect(old) as conn:
         assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == 6
 

@@ -3,8 +3,8 @@
     python -m tests.reliability.sweep_child shared.db
 
 Its policy has no consolidation, so the sweep only moves and archives: the number of
-memories (live plus archived) stays what it was. Prints the sweep's transitions as
-one JSON line.
+memories (live plus archived) stays what it was; and no per-run cap on archival, so one
+sweep archives everything due. Prints the sweep's transitions as one JSON line.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ import json
 import sys
 
 from tiered_memory import HashingEmbedder, ManualClock, TieredMemory
-from tiered_memory.policy import ConsolidationPolicy, Policy
+from tiered_memory.policy import ArchivalPolicy, ConsolidationPolicy, Policy
 
 from .harness import NOW, T0
 
-POLICY = Policy(consolidation=ConsolidationPolicy(enabled=False))
+POLICY = Policy(
+    consolidation=ConsolidationPolicy(enabled=False),
+    archival=ArchivalPolicy(batch_size=100_000),
+)
 
 
 def main(db: str) -> int:

@@ -167,7 +167,7 @@ def rebuild(conn: sqlite3.Connection) -> int:
 
 def ensure_current(conn: sqlite3.Connection) -> None:
     """Re-index when the file's index was built by another tokenizer version (or by
-    FTS5, before schema 4). Call inside the opening transaction."""
+    FTS5, before schema 5). Call inside the opening transaction."""
     version = tokenizer_version()
     row = conn.execute("SELECT value FROM meta WHERE key = 'lexicon_tokenizer'").fetchone()
     if row is not None and row[0] == version:
