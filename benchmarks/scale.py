@@ -77,7 +77,9 @@ def _disk(path: Path) -> dict[str, Any]:
                 ("memories", "memory_vectors", "sqlite_autoindex_memories")
             ) and not name.startswith("memories_fts")
 
-        fts = sum(int(b) for name, b in rows if str(name).startswith("memories_fts"))
+        # the lexical index: FTS5 before schema 4, the per-namespace lexicon since
+        lexical = ("memories_fts", "lexicon_", "sqlite_autoindex_lexicon_")
+        fts = sum(int(b) for name, b in rows if str(name).startswith(lexical))
         return {
             "file_bytes": path.stat().st_size,
             "by_object": {str(name): int(b) for name, b in rows},

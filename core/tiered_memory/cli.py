@@ -50,6 +50,8 @@ from .models import (
     Tier,
 )
 from .ports import ScanQuery
+from .stores.sqlite_schema import integrity_problems
+from .terminal import json_printable, printable
 
 T = TypeVar("T")
 
@@ -105,10 +107,21 @@ class Common:
         return load_settings(self.config, **overrides)
 
 
+def _line(message: object) -> str:
+    """One line, with no control character a terminal would act on (`terminal`)."""
+    return printable(" ".join(str(message).split()), newlines=False)
+
+
+def safe(text: object, *, newlines: bool = False) -> str:
+    """Stored or typed text for rich output: control characters escaped (`terminal`)
+    and markup shown as text, so a memory can neither drive the terminal nor style
+    or link itself (rich markup makes OSC 8 links)."""
+    return escape(printable(str(text), newlines=newlines))
+
+
 def _fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr, never a traceback, for every error a user can cause."""
-    line = " ".join(str(message).split())
-    typer.echo(f"error: {line}", err=True)
+    typer.echo(f"error: {_line(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -133,7 +146,7 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
 
 
 def _emit(data: Any) -> None:
-    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    typer.echo(json_printable(json.dumps(data, ensure_ascii=False, indent=2, default=str)))
 
 
 def _memory_json(memory: Memory) -> dict[str, Any]:
@@ -154,7 +167,8 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
 
 
 def _short(text: str, width: int = 72) -> str:
-    flat = " ".join(text.split())
+    """One line of at most `width` characters, control characters escaped."""
+    flat = printable(" ".join(text.split()), newlines=False)
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -251,9 +265,8 @@ def add(
     if as_json:
         _emit(_memory_json(m))
     else:
-        out.print(
-            f"{m.id}  {tier_label(m.tier)}  {m.memory_type.value}  {escape(_short(m.content))}"
-        )
+        shown_type = m.memory_type.value
+        out.print(f"{safe(m.id)}  {tier_label(m.tier)}  {shown_type}  {escape(_short(m.content))}")
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -285,7 +298,7 @@ def _type(memory: Memory) -> str:
 def hits_table(hits: Sequence[Hit], title: str) -> Table:
     rows = [
         [
-            h.memory.id,
+            safe(h.memory.id),
             tier_label(h.tier),
             f"{h.score:.3f}",
             _type(h.memory),
@@ -333,7 +346,7 @@ def search(
     if not hits:
         out.print("no hits")
         return
-    out.print(hits_table(hits, f"{len(hits)} hit(s) for {query!r}"))
+    out.print(hits_table(hits, f"{len(hits)} hit(s) for {safe(repr(query))}"))
 
 
 @app.command("list")
@@ -359,7 +372,7 @@ def list_(
         return
     rows = [
         [
-            m.id,
+            safe(m.id),
             tier_label(m.tier),
             _type(m),
             f"{m.importance:.1f}",
@@ -395,7 +408,7 @@ def stats(
         data["quarantined_memories"] = [q.model_dump(mode="json") for q in quarantined]
         _emit(data)
         return
-    table = Table(title=f"namespace {s.namespace!r}", title_justify="left")
+    table = Table(title=f"namespace {safe(repr(s.namespace))}", title_justify="left")
     table.add_column("tier")
     table.add_column("memories", justify="right")
     table.add_column("bytes", justify="right")
@@ -421,7 +434,7 @@ def print_quarantined(quarantined: Sequence[QuarantinedMemory], console: Console
         "failures; fix the cause, then `tiered-memory archive ID` retries one[/]"
     )
     for q in quarantined:
-        console.print(f"  {escape(q.id)}  {q.failures} failures: {escape(q.error)}")
+        console.print(f"  {safe(q.id)}  {q.failures} failures: {safe(q.error)}")
 
 
 @app.command()
@@ -443,7 +456,9 @@ def explain(
     if as_json:
         _emit(e.model_dump(mode="json"))
         return
-    table = Table(title=f"{e.id} ({e.tier.value}, {e.memory_type.value})", title_justify="left")
+    table = Table(
+        title=f"{safe(e.id)} ({e.tier.value}, {e.memory_type.value})", title_justify="left"
+    )
     table.add_column("term")
     table.add_column("value", justify="right")
     for name, value in e.terms.model_dump().items():
@@ -453,7 +468,7 @@ def explain(
     table.add_row("last used", e.last_used_at.isoformat(timespec="seconds"))
     table.add_row("pinned / core", f"{e.pinned} / {e.core}")
     out.print(table)
-    out.print(escape(e.formula))
+    out.print(safe(e.formula, newlines=True))
 
 
 @app.command()
@@ -504,7 +519,7 @@ def budget_split(inj: Injection) -> dict[str, int]:
 
 def print_injection(inj: Injection, caps: dict[str, int], console: Console = out) -> None:
     if inj.items:
-        console.print(escape(inj.text))
+        console.print(safe(inj.text, newlines=True))
     else:
         console.print("nothing to inject")
     table = Table(
@@ -530,7 +545,7 @@ def _show_memory(m: Memory, verb: str, as_json: bool) -> None:
         _emit(_memory_json(m))
     else:
         flags = _flags(m)
-        out.print(f"{verb} {m.id}: {tier_label(m.tier)}{'  ' + flags if flags else ''}")
+        out.print(f"{verb} {safe(m.id)}: {tier_label(m.tier)}{'  ' + flags if flags else ''}")
 
 
 @app.command()
@@ -554,7 +569,7 @@ def forget(
     if as_json:
         _emit({"id": memory_id, "forgotten": True, "hard": hard})
     else:
-        out.print(f"{'deleted' if hard else 'forgot'} {memory_id}")
+        out.print(f"{'deleted' if hard else 'forgot'} {safe(memory_id)}")
 
 
 def _flag_command(
@@ -671,7 +686,7 @@ def print_report(report: MaintenanceReport, console: Console = out) -> None:
             f"{est.bytes} bytes of originals"
         )
     for e in report.errors:
-        console.print(f"[red]{escape(e)}[/]")
+        console.print(f"[red]{safe(e)}[/]")
     print_quarantined(report.quarantined, console)
 
 
@@ -705,7 +720,7 @@ def maintain(
                 dry_run=dry_run, namespace=None if all_namespaces else ns
             )
             if as_json:
-                typer.echo(json.dumps(report_json(report), ensure_ascii=False))
+                typer.echo(json_printable(json.dumps(report_json(report), ensure_ascii=False)))
             else:
                 print_report(report)
             done += 1
@@ -772,7 +787,7 @@ def archive(
         return
     rows = [
         [
-            m["id"],
+            safe(m["id"]),
             tier_label(Tier(m["tier"])),
             str(m["last_accessed_at"] or m["created_at"])[:10],
             escape(_short(m["content"], 200)),
@@ -861,11 +876,13 @@ def expand(
 
 
 def print_original(document: dict[str, Any], console: Console = out) -> None:
-    console.print(f"[bold]{escape(str(document.get('original_id')))}[/] (archived original)")
-    console.print(escape(str(document.get("content", ""))))
+    console.print(f"[bold]{safe(document.get('original_id'))}[/] (archived original)")
+    console.print(safe(document.get("content", ""), newlines=True))
     console.print(
-        f"created {document.get('created_at')}, archived {document.get('archived_at')} "
-        f"({document.get('archive_reason')}), importance {document.get('importance_score')}"
+        safe(
+            f"created {document.get('created_at')}, archived {document.get('archived_at')} "
+            f"({document.get('archive_reason')}), importance {document.get('importance_score')}"
+        )
     )
 
 
@@ -928,13 +945,14 @@ def export(
 
     result = _run(common, body)
     if "document" in result:
-        typer.echo(result["document"])
+        typer.echo(json_printable(result["document"]))
     elif as_json:
         _emit(result)
     else:
         out.print(
             f"exported {result['memories']} memories, {result['archives']} archived and "
-            f"{result['links']} links of {result['namespace']!r} to {result['output']}"
+            f"{result['links']} links of {safe(repr(result['namespace']))} to "
+            f"{safe(result['output'])}"
         )
 
 
@@ -990,9 +1008,99 @@ def import_(
         f", {result.archives} archived, {result.links} links" if kind is ImportFormat.json else ""
     )
     out.print(
-        f"imported {result.memories} memories{extra} into {result.namespace!r}"
+        f"imported {result.memories} memories{extra} into {safe(repr(result.namespace))}"
         + (f" ({len(result.skipped)} already there)" if result.skipped else "")
     )
+
+
+# -- durability -----------------------------------------------------------------------------------
+
+PROBLEMS_FOUND = 3  # `verify` ran to its end and found damage (1: it could not check)
+
+
+def _store_file(common: Common) -> Path | None:
+    """The embedded store's SQLite file, which must exist; None for a server store.
+    (Opening a missing file would create an empty store, and back it up or verify it.)"""
+    try:
+        settings = common.settings()
+    except TieredMemoryError as e:
+        _fail(str(e))
+    if settings.store.backend != "sqlite":
+        return None
+    path = settings.resolved_db_path()
+    if not path.is_file():
+        _fail(f"no store at {str(path)!r}; pass --db FILE (or --config) to name it")
+    return path
+
+
+@app.command()
+def backup(
+    destination: Annotated[Path, typer.Argument(help="a new (or empty) folder")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Back up the whole embedded store (every namespace) into DESTINATION: the SQLite
+    file through SQLite's online backup API (one consistent copy, while other processes
+    go on writing), then the original of every archive record in it, each checked
+    against its checksum. Exit 0 when done, 1 when it failed (DESTINATION is left empty)."""
+    from . import backup as backups
+
+    common = Common(None, db, config, as_json)
+    if _store_file(common) is None:
+        _fail(
+            "backup copies the embedded store (--db FILE); back up a server store with "
+            "its own tools"
+        )
+
+    async def body(memory: AsyncTieredMemory, _ns: str) -> backups.BackupReport:
+        return await backups.backup(memory, destination)
+
+    report = _run(common, body)
+    if as_json:
+        _emit(report.as_dict())
+        return
+    out.print(
+        f"backed up {safe(report.database)} and {report.archives} archived original(s) "
+        f"in {report.namespaces} namespace(s) to {safe(report.archive)}, {report.bytes} bytes"
+    )
+
+
+@app.command()
+def verify(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check the store without changing it: SQLite's full integrity check of the file,
+    then every archived original against its record's size and sha256. Exit 0 when
+    everything verified, 3 when problems were found (each is listed), 1 when the check
+    could not run."""
+    from . import backup as backups
+
+    common = Common(None, db, config, as_json)
+    path = _store_file(common)
+    problems = integrity_problems(path) if path is not None else []
+    if problems:  # a damaged file would not open: report it as it is
+        report = backups.VerifyReport(path, problems=problems)
+    else:
+
+        async def body(memory: AsyncTieredMemory, _ns: str) -> backups.VerifyReport:
+            return await backups.verify(memory)
+
+        report = _run(common, body)
+        report.database = path
+    if as_json:
+        _emit(report.as_dict())
+    elif report.ok:
+        where = f"{safe(path)}: integrity ok; " if path is not None else ""
+        out.print(f"verified {where}{report.archives} archived original(s) match their records")
+    else:
+        for problem in report.problems:
+            out.print(f"problem: {safe(problem)}")
+        out.print(f"{len(report.problems)} problem(s) found; see docs/durability.md")
+    if not report.ok:
+        raise typer.Exit(PROBLEMS_FOUND)
 
 
 # -- demo ---------------------------------------------------------------------------------------
@@ -1043,14 +1151,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         typer.echo("aborted", err=True)
         sys.exit(130)
     except TieredMemoryError as e:
-        typer.echo(f"error: {' '.join(str(e).split())}", err=True)
+        typer.echo(f"error: {_line(e)}", err=True)
         sys.exit(1)
     except Exception as e:
         # click's usage errors (typer >= 0.2x vendors click, so match by shape, not class)
         message = getattr(e, "format_message", None)
         if not callable(message) or not hasattr(e, "exit_code"):
             raise
-        typer.echo(f"error: {' '.join(str(message()).split())}", err=True)
+        typer.echo(f"error: {_line(message())}", err=True)
         sys.exit(int(getattr(e, "exit_code", 2)) or 2)
     sys.exit(code if isinstance(code, int) else 0)
 

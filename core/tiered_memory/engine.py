@@ -475,13 +475,14 @@ class AsyncTieredMemory:
 
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
         ns = self._ns(namespace)
-        stats = await self.store.stats(ns)
-        states = await self.store.archival_states(ns)
-        stats.quarantined = sum(1 for s in states.values() if s.quarantined)
-        try:
-            stats.links = await self.graph.count_links(ns)
-        except Exception as e:
-            log.warning("link count unavailable for %r: %s", ns, e)
+        async with self.store.snapshot():  # the counts of one moment, even mid-sweep
+            stats = await self.store.stats(ns)
+            states = await self.store.archival_states(ns)
+            stats.quarantined = sum(1 for s in states.values() if s.quarantined)
+            try:
+                stats.links = await self.graph.count_links(ns)
+            except Exception as e:
+                log.warning("link count unavailable for %r: %s", ns, e)
         return stats
 
     async def search(
@@ -996,12 +997,23 @@ class AsyncTieredMemory:
         try:
             before = _usage(self.summarizer)
             report = await self.sweep.run(when, dry_run=dry_run, namespace=ns)
+            if not dry_run:
+                await self._checkpoint()
             after = _usage(self.summarizer)
             report.summarizer_input_tokens = after[0] - before[0]
             report.summarizer_output_tokens = after[1] - before[1]
             return report
         finally:
             self._sweep_lock.release()
+
+    async def _checkpoint(self) -> None:
+        """After a sweep, its moves and archivals go from the write-ahead log into the
+        store's main file (`MemoryStore.checkpoint`). Best effort: the sweep has
+        committed, and a failed checkpoint only leaves them in the log a while longer."""
+        try:
+            await self.store.checkpoint()
+        except Exception as e:
+            log.warning("checkpoint after the sweep failed (retried by the next): %s", e)
 
     async def archive(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"

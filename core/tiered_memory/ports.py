@@ -400,6 +400,16 @@ class MemoryStore(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """Group writes atomically where the backend allows; a no-op elsewhere."""
 
+    async def checkpoint(self) -> None:
+        """Make what was committed durable in the store's main files where the backend
+        keeps a write-ahead log apart (SQLite's `-wal`); a no-op elsewhere. The engine
+        calls it after a sweep."""
+
+    def snapshot(self) -> AbstractAsyncContextManager[None]:
+        """Reads inside (of this store, and of a graph sharing its file) all see one
+        state, whatever other writers do meanwhile, where the backend allows; a no-op
+        elsewhere. For reads only: counts and exports that must add up."""
+
     async def clear(self, namespace: str | None = None) -> None:
         """Delete everything in `namespace`, or everything when None (tests, benchmarks)."""
 

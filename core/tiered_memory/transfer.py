@@ -57,8 +57,18 @@ async def count_namespace(memory: AsyncTieredMemory, namespace: str) -> int:
 async def export_namespace(
     memory: AsyncTieredMemory, namespace: str, *, progress: Progress = _noop
 ) -> dict[str, Any]:
-    """The whole namespace as one JSON-able document (see the module docstring)."""
+    """The whole namespace as one JSON-able document (see the module docstring).
+
+    Read in one snapshot of the store (`MemoryStore.snapshot`): a sweep archiving
+    meanwhile, in this process or another, cannot make a memory appear twice (live
+    in one page, archived in a later one), so the document can always be imported.
+    """
     ns = check_namespace(namespace, memory.policy.limits)
+    async with memory.store.snapshot():
+        return await _export(memory, ns, progress)
+
+
+async def _export(memory: AsyncTieredMemory, ns: str, progress: Progress) -> dict[str, Any]:
     store, graph = memory.store, memory.graph
     memories: list[dict[str, Any]] = []
     links: dict[tuple[str, str], Link] = {}

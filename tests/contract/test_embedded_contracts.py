@@ -24,6 +24,7 @@ from tiered_memory.archives.local import (
 )
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.lexicon import MAX_QUERY_TERMS, query_terms
 from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
 from tiered_memory.ports import (
     AccessRecord,
@@ -34,12 +35,7 @@ from tiered_memory.ports import (
 )
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.stores.sqlite_archives import fidelity_of
-from tiered_memory.stores.sqlite_query import (
-    MAX_QUERY_TERMS,
-    fts_match,
-    index_form,
-    metadata_sql,
-)
+from tiered_memory.stores.sqlite_query import metadata_sql
 from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .graph_contract import AssociationGraphContract
@@ -669,31 +665,27 @@ class TestQueryTranslation:
     @pytest.mark.parametrize(
         ("text", "expected"),
         [
-            ("hello world", '"hello" OR "world"'),
-            ('say "hi"', '"say" OR "hi"'),
-            ("AND OR NOT", '"AND" OR "OR" OR "NOT"'),
-            ("NEAR(a, b)", '"NEAR" OR "a" OR "b"'),
-            ("'; DROP TABLE memories; --", '"DROP" OR "TABLE" OR "memories"'),
-            ("col:value*", '"col" OR "value"'),
-            ("caf\u00e9 caf\u00e9", '"caf\u00e9"'),
-            ("snake_case", '"snake" OR "case"'),
-            ('" * ) (', None),
-            ("", None),
+            ("hello world", ["hello", "world"]),
+            ('say "hi"', ["say", "hi"]),
+            ("AND OR NOT", ["and", "or", "not"]),
+            ("NEAR(a, b)", ["near", "a", "b"]),
+            ("'; DROP TABLE memories; --", ["drop", "tabl", "memori"]),
+            ("col:value*", ["col", "valu"]),
+            ("caf\u00e9 CAFE", ["cafe"]),
+            ("NA\u00cfVE", ["naiv"]),
+            ("snake_case", ["snake", "case"]),
+            ("running runs ran", ["run", "ran"]),
+            ('" * ) (', []),
+            ("", []),
         ],
     )
-    def test_fts_match_quotes_every_word(self, text: str, expected: str | None) -> None:
-        assert fts_match(text) == expected
+    def test_query_terms_are_plain_words(self, text: str, expected: list[str]) -> None:
+        """No query syntax exists: operators, quotes and columns are words or nothing."""
+        assert query_terms(text) == expected
 
-    @pytest.mark.parametrize(
-        ("term", "form"), [("Caf\u00e9", "cafe"), ("NA\u00cfVE", "naive"), ("abc", "abc")]
-    )
-    def test_index_form_folds_case_and_diacritics(self, term: str, form: str) -> None:
-        assert index_form(term) == form
-
-    def test_fts_match_caps_the_number_of_terms(self) -> None:
-        match = fts_match(" ".join(f"w{i}" for i in range(500)))
-        assert match is not None
-        assert match.count(" OR ") == MAX_QUERY_TERMS - 1
+    def test_query_terms_are_capped(self) -> None:
+        terms = query_terms(" ".join(f"w{i}" for i in range(500)))
+        assert len(terms) == MAX_QUERY_TERMS
 
     @pytest.mark.parametrize("op", ["gt", "lt"])
     def test_ordering_filters_refuse_non_scalars(self, op: str) -> None:

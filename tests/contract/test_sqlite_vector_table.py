@@ -81,7 +81,7 @@ async def test_a_schema_2_file_keeps_every_vector_bit_exact(tmp_path: Path) -> N
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
             assert (
                 int(version.fetchone()[0]) == SCHEMA_VERSION
-            )  # 3 moved the vectors; 4 added the archival journal
+            )  # 3 moved the vectors; 4 added the archival journal; 5 the lexicon
             columns = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
             assert "embedding" not in columns
             stored = dict(

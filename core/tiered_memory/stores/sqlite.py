@@ -1,23 +1,27 @@
-"""The embedded default MemoryStore: one SQLite file, FTS5 for words, numpy for vectors.
+"""The embedded default MemoryStore: one SQLite file, a per-namespace lexical index, numpy
+for vectors.
 
 Build it with `store = await SQLiteMemoryStore.open("memory.db")`; the association
 graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
 
 - Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
-  crash or a power loss (details in `sqlite_schema`).
+  crash or a power loss (details in `sqlite_schema`). `stats` and `scan` read one
+  snapshot; `snapshot()` spans many calls (an export).
 - Namespaces: every statement filters by namespace in its own WHERE clause.
 - Vector search: exact brute-force cosine over per-(namespace, tier) float32 matrices
   kept in memory (`sqlite_vectors`), updated in place by this store's writes, dropped
   on a rollback and when `PRAGMA data_version` shows another connection or process
   wrote to the file. The cheap filters are masks over cached flags; metadata filters
   run in SQL on growing batches of the best-scoring rows.
-- Lexical search: FTS5 with BM25, user text quoted word by word (`sqlite_query`);
-  words found in half the texts or more are left out of the query (their idf is 0),
-  and above `lexical_rows` texts only the rarest words are scored, so one search
-  scores at most that many texts (`_lexical_match`). Scoring runs on the FTS index
-  alone; the namespace and filters are checked on the best rows afterwards.
-  BM25's document statistics are those of the whole file, so a namespace's scores
-  depend slightly on other namespaces' texts (never its results or counts).
+- Lexical search: BM25 over a lexical index kept per namespace (`sqlite_lexicon`;
+  words by FTS5's unicode61 rules, Snowball English stems: `tiered_memory.lexicon`).
+  Every statistic BM25 uses (documents, lengths, document frequencies) is the
+  namespace's own, so its results and scores are the same whatever other namespaces
+  hold, and reveal nothing of them. Terms found in half the namespace's texts or more
+  are left out of the query (their idf is 1e-6), and above `lexical_rows` texts only
+  the rarest terms are scored, so one search scores at most that many texts
+  (`_lexical_terms`). Scoring reads postings alone; the tier and filters are checked
+  on the best rows afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime, timedelta
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +42,7 @@ from tiered_memory.errors import (
     NamespaceError,
     ValidationError,
 )
+from tiered_memory.lexicon import LexicalStatistics, bm25, query_terms
 from tiered_memory.models import (
     LIVE_TIERS,
     Memory,
@@ -58,15 +64,13 @@ from tiered_memory.ports import (
 )
 from tiered_memory.validation import check_id, check_importance, check_k, check_vector
 
+from . import sqlite_lexicon as lexicon
 from .sqlite_archival import SQLiteArchivalMixin
 from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
 from .sqlite_query import (
     EPOCH,
     IN_JSON,
     from_us,
-    fts_match_terms,
-    fts_terms,
-    index_form,
     json_list,
     metadata_sql,
     placeholders,
@@ -119,7 +123,6 @@ DEFAULT_CACHE_ROWS = 2_000_000
 # the rarest query words are used, as many as fit under this many matches. On LoCoMo
 # (1,200 turns) a cap of 1,000 ranks exactly as no cap; 300 and 100 rank slightly better.
 DEFAULT_LEXICAL_ROWS = 1_000
-_FREQUENCIES_KEPT = 50_000  # document frequencies remembered (index form -> count)
 _NO_FILTER = SearchFilter()
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in vector_search_many (bounds the scores)
@@ -220,6 +223,10 @@ def _memory(row: sqlite3.Row, with_embedding: bool) -> Memory:
     return memory
 
 
+def _best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 def _use_days(days: Iterable[date], keep: int) -> str:
     """Distinct days, oldest first, only the most recent `keep` of them."""
     return json.dumps([d.isoformat() for d in sorted(set(days))[-keep:]])
@@ -239,9 +246,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
     ) -> None:
         self._db = database
         self._lexical_rows = lexical_rows
-        # index form -> (document frequency up to the cap, max(pk) when counted)
-        self._frequencies: dict[str, tuple[int, int]] = {}
-        self._last_scores: tuple[tuple[str, int, int], list[tuple[int, float]]] | None = None
+        self._last_scores: (
+            tuple[tuple[int, tuple[str, ...], int, int], list[tuple[int, float]]] | None
+        ) = None
         self._owns_database = owns_database
         self._use_days_kept = use_days_kept
         self._cache = VectorCache(cache_rows)
@@ -918,7 +925,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         ns = _check_namespace(namespace)
         check_k(k)
         parts = tier_values(frozenset(tiers) & LIVE_TIERS)
-        terms = fts_terms(text) if isinstance(text, str) else []
+        terms = query_terms(text) if isinstance(text, str) else []
         if not terms or not parts:
             return []
         clauses, params = search_filter_sql(filters, "m")
@@ -932,13 +939,14 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         with self._db.read() as conn:
             if not self._any_in(conn, ns, parts):
                 return []  # e.g. the COLD phase of a store without COLD memories
-            match = self._lexical_match(conn, terms)
-            if match is None:
+            lexicon_id, stats = lexicon.statistics(conn, ns, terms, cap=self._lexical_rows)
+            kept = self._lexical_terms(stats, terms)
+            if lexicon_id is None or not kept:
                 scored = []
             elif filters.ids is not None:
-                scored = self._lexical_among_ids(conn, ns, match, filters.ids)
+                scored = self._lexical_among_ids(conn, ns, lexicon_id, stats, kept, filters.ids)
             else:
-                scored = self._lexical_scores(conn, match)
+                scored = self._lexical_scores(conn, lexicon_id, stats, kept)
             found: list[tuple[float, sqlite3.Row]] = []
             start, batch = 0, k
             while start < len(scored) and len(found) < k:
@@ -954,29 +962,34 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         found.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
         return [ScoredMemory(_memory(row, False), max(0.0, score)) for score, row in found[:k]]
 
-    def _lexical_match(self, conn: sqlite3.Connection, terms: list[str]) -> str | None:
-        """The MATCH string of the query words worth scoring, with the work bounded.
+    async def lexical_statistics(self, namespace: str, text: str) -> LexicalStatistics:
+        """The namespace's BM25 statistics for the terms of `text`: its documents and
+        tokens, and each term's document frequency (keyed by `lexicon.query_terms`).
+        Counted over this namespace only, like the scores of `lexical_search`."""
+        ns = _check_namespace(namespace)
+        terms = query_terms(text) if isinstance(text, str) else []
+        await self._db.gate()
+        with self._db.read() as conn:
+            return lexicon.statistics(conn, ns, terms)[1]
 
-        FTS5 computes BM25 for every text that matches any ORed word (about 1.5 us
-        each, plus reading the row), so one common word would cost a pass over the
-        whole index. Words found in half of the texts or more are left out, unless all
-        are (their idf is 0: they add nothing to any score). In a store of more than
-        `lexical_rows` texts, only the rarest words are kept, as many as fit with
-        their summed document frequencies under `lexical_rows`: the rare words are the
-        ones whose BM25 weight decides the ranking. When no word is that rare, there
-        is no lexical signal worth its cost, and no lexical hit (the vector half
-        still ranks everything).
+    def _lexical_terms(self, stats: LexicalStatistics, terms: list[str]) -> list[str]:
+        """The query terms worth scoring, with the work bounded; from the namespace's
+        own statistics only, so which terms count never depends on other namespaces.
+
+        Terms found in half of the namespace's texts or more are left out, unless all
+        are (their idf is 1e-6: they add nothing to any score). In a namespace of more
+        than `lexical_rows` texts, only the rarest terms are kept, as many as fit with
+        their summed document frequencies under `lexical_rows`: the rare terms are the
+        ones whose BM25 weight decides the ranking. When no term is that rare, there
+        is no lexical signal worth its cost, and no lexical hit (the vector half still
+        ranks everything).
         """
         cap = self._lexical_rows
-        rows = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0])
-        frequency = {term: self._frequency(conn, term, rows) for term in terms}
-        matching = [t for t in terms if frequency[t] > 0]
-        if not matching:
-            return None
-        if rows <= cap:  # a small index bounds the work by itself: score every word
-            total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-            informative = [t for t in matching if 2 * frequency[t] < total]
-            return fts_match_terms(informative or matching)
+        frequency = stats.frequencies
+        matching = [t for t in terms if frequency.get(t, 0) > 0]
+        if stats.documents <= cap:  # a small namespace bounds the work by itself
+            informative = [t for t in matching if 2 * frequency[t] < stats.documents]
+            return informative or matching
         kept: list[str] = []
         budget = cap
         for term in sorted(matching, key=lambda t: frequency[t]):
@@ -984,37 +997,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
                 break
             kept.append(term)
             budget -= frequency[term]
-        return fts_match_terms(kept)
-
-    def _frequency(self, conn: sqlite3.Connection, term: str, rows: int) -> int:
-        """`term`'s document frequency up to the cap, remembered while at most a tenth of
-        the cap of rows were added since it was counted (`rows` is max(pk), which only
-        inserts move): a query's common words then cost a dict lookup, not a count of
-        up to `lexical_rows` postings each. A small store always counts afresh, since
-        there the exact frequencies decide which words are dropped."""
-        cap = self._lexical_rows
-        form = index_form(term)
-        known = self._frequencies.get(form)
-        if rows > cap and known is not None and 0 <= rows - known[1] <= cap // 10:
-            return known[0]
-        count = self._document_frequency(conn, term, cap + 1)
-        if rows > cap:
-            if len(self._frequencies) >= _FREQUENCIES_KEPT:
-                self._frequencies.clear()
-            self._frequencies[form] = (count, rows)
-        return count
-
-    @staticmethod
-    def _document_frequency(conn: sqlite3.Connection, term: str, limit: int) -> int:
-        """How many texts hold `term`, counted up to `limit` only (O(limit), no BM25)."""
-        match = fts_match_terms([term])
-        return int(
-            conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts "
-                "WHERE memories_fts MATCH ? LIMIT ?)",
-                (match, limit),
-            ).fetchone()[0]
-        )
+        return [t for t in terms if t in kept]  # in query order, which fixes the sums
 
     @staticmethod
     def _any_in(conn: sqlite3.Connection, ns: str, parts: Sequence[str]) -> bool:
@@ -1026,48 +1009,48 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             for part in parts
         )
 
-    def _lexical_scores(self, conn: sqlite3.Connection, match: str) -> list[tuple[int, float]]:
-        """(pk, BM25) of every text matching `match`, best first, before any filter.
-
-        Scoring runs on the FTS index alone: joined to `memories`, SQLite computes
-        BM25 and reads the row for every match, which costs several times more than
-        checking the namespace and filters of the few best rows afterwards. The last
-        result is reused while nothing was written (this connection's change count
-        and `PRAGMA data_version` for other connections unchanged): a search that
-        reaches the COLD phase asks for the same words again.
+    def _lexical_scores(
+        self, conn: sqlite3.Connection, ns: int, stats: LexicalStatistics, terms: list[str]
+    ) -> list[tuple[int, float]]:
+        """(pk, BM25) of every text of the namespace holding one of `terms`, best first,
+        before any filter. The last result is reused while nothing was written (this
+        connection's change count and `PRAGMA data_version` for other connections
+        unchanged): a search that reaches the COLD phase asks for the same terms again.
         """
         key = (
-            match,
+            ns,
+            tuple(terms),
             conn.total_changes,
             int(conn.execute("PRAGMA data_version").fetchone()[0]),
         )
         if self._last_scores is not None and self._last_scores[0] == key:
             return self._last_scores[1]
-        rows = conn.execute(
-            "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
-            (match,),
-        ).fetchall()
-        scored = [(int(pk), float(score)) for pk, score in rows]
-        scored.sort(key=lambda pair: -pair[1])
+        scored = _best_first(bm25(stats, terms, lexicon.postings(conn, ns, terms)))
         self._last_scores = (key, scored)
         return scored
 
     @staticmethod
     def _lexical_among_ids(
-        conn: sqlite3.Connection, ns: str, match: str, ids: frozenset[str]
+        conn: sqlite3.Connection,
+        ns: str,
+        lexicon_id: int,
+        stats: LexicalStatistics,
+        terms: list[str],
+        ids: frozenset[str],
     ) -> list[tuple[int, float]]:
-        """BM25 of the given memories only (explain, pinned memories): one FTS lookup
-        per id instead of scoring every match. The words are those a search without
-        `ids` scores, so a memory gets the same lexical score either way."""
-        rows = conn.execute(
-            f"SELECT m.pk, -bm25(memories_fts) FROM memories AS m "
-            "CROSS JOIN memories_fts ON memories_fts.rowid = m.pk "
-            f"WHERE m.namespace = ? AND m.id {IN_JSON} AND memories_fts MATCH ?",
-            (ns, json_list(sorted(ids)), match),
-        ).fetchall()
-        scored = [(int(pk), float(score)) for pk, score in rows]
-        scored.sort(key=lambda pair: -pair[1])
-        return scored
+        """BM25 of the given memories only (explain, pinned memories). The terms are
+        those a search without `ids` scores, so a memory gets the same lexical score
+        either way."""
+        pks = [
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT pk FROM memories WHERE namespace = ? AND id {IN_JSON}",
+                (ns, json_list(sorted(ids))),
+            )
+        ]
+        if not pks:
+            return []
+        return _best_first(bm25(stats, terms, lexicon.postings(conn, lexicon_id, terms, pks)))
 
     # -- scans and counts ----------------------------------------------------------------
 
@@ -1084,7 +1067,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         # per-tier pages by id gives the same page (UTF-8 and str order agree).
         rows: list[sqlite3.Row] = []
         await self._db.gate()
-        with self._db.read() as conn:
+        with self._db.snapshot() as conn:  # a memory changing tier meanwhile is seen once
             for part in parts:
                 sql = (
                     f"SELECT {_columns('m', False)} FROM memories AS m{scan_index(query, part)} "
@@ -1131,7 +1114,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         ns = _check_namespace(namespace)
         tiers = {tier: TierStats() for tier in Tier}
         await self._db.gate()
-        with self._db.read() as conn:
+        with self._db.snapshot() as conn:  # live and archived counts of one moment
             rows = conn.execute(
                 "SELECT m.tier, count(*), "
                 "sum(length(CAST(m.content AS BLOB)) + coalesce(length(v.embedding), 0) "
@@ -1171,6 +1154,23 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """Writes inside commit together or roll back together (graph writes included)."""
         return self._db.transaction()
+
+    def snapshot(self) -> AbstractAsyncContextManager[None]:
+        """Reads inside see one state of the file (graph reads included): one SQLite
+        read transaction, which other processes' commits do not change."""
+        return self._db.read_transaction()
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the main file (`SQLiteDatabase.checkpoint`)."""
+        await self._db.gate()
+        self._db.checkpoint()
+
+    async def backup(self, target: str | PathLike[str]) -> None:
+        """A consistent copy of the whole file (every namespace, the graph too) in the
+        new file `target`, taken with SQLite's online backup API while writers go on.
+        The archived originals are not in it (`tiered_memory.backup` copies them)."""
+        await self._db.gate()
+        self._db.backup(Path(target))
 
     async def clear(self, namespace: str | None = None) -> None:
         await self._db.gate()

@@ -1,4 +1,4 @@
-"""Pure translation of search filters, scans and lexical queries into SQL for SQLite.
+"""Pure translation of search filters and scans into SQL for SQLite.
 
 Every value goes in as a parameter; the only text built here is fixed SQL and
 placeholders. Id lists travel as one JSON parameter read with `json_each`, which
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import operator
-import re
 import sqlite3
-import unicodedata
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -23,10 +21,6 @@ from tiered_memory.validation import check_int64
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
-MAX_QUERY_TERMS = 64
-
-# Words in the sense of FTS5's unicode61 tokenizer: letters and digits of any script.
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def to_us(dt: datetime) -> int:
@@ -52,39 +46,6 @@ IN_JSON = "IN (SELECT value FROM json_each(?))"
 
 def placeholders(n: int) -> str:
     return ", ".join("?" * n)
-
-
-def fts_terms(text: str) -> list[str]:
-    """The distinct words of `text`, in order, at most MAX_QUERY_TERMS of them."""
-    terms: list[str] = []
-    for word in _WORD.findall(text):
-        if word not in terms:
-            terms.append(word)
-        if len(terms) == MAX_QUERY_TERMS:
-            break
-    return terms
-
-
-def fts_match_terms(terms: Sequence[str]) -> str | None:
-    """A safe FTS5 MATCH string: every term quoted as a literal, ORed; None if none.
-
-    Quoting each term means operators (AND, OR, NOT, NEAR), column filters, `*`,
-    parentheses and quotes in the user's text are searched for as words, never parsed.
-    """
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def fts_match(text: str) -> str | None:
-    return fts_match_terms(fts_terms(text))
-
-
-def index_form(term: str) -> str:
-    """A term as FTS5's unicode61 tokenizer (remove_diacritics 2) stores it, to look its
-    document frequency up. An imperfect fold only means a term is kept."""
-    decomposed = unicodedata.normalize("NFKD", term.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def tier_values(tiers: Collection[Tier]) -> list[str]:

@@ -6,15 +6,17 @@ and the same transactions.
 Durability: the file runs in WAL mode with `synchronous=FULL`, so a write whose
 transaction has committed survives a process crash or a power loss. `busy_timeout`
 lets several processes share the file; a writer waits up to that long for another
-one to finish, and only then gets a `BackendUnavailableError`.
+one to finish, and only then gets a `BackendUnavailableError`. Committed pages reach
+the main file at checkpoints: SQLite's own (every `WAL_CHECKPOINT_PAGES`), and ours
+after a sweep and on close (`checkpoint`). An empty file is refused, not initialised.
 
 Concurrency: one connection, guarded by a re-entrant lock. Async methods run their
 SQL inline under the lock, with no `await` inside the critical section. SQLite calls
 on this file take micro- to milliseconds, so a thread hop per call would cost more than
-it saves, and inline calls cannot interleave. `transaction()` is the one place the
-lock is held across `await`s; tasks of the same event loop that are not part of the
-transaction wait for it to finish (see `gate()`), so their writes never join it or
-get rolled back with it.
+it saves, and inline calls cannot interleave. `transaction()` and
+`read_transaction()` are the places the lock is held across `await`s; tasks of the
+same event loop that are not part of them wait for them to finish (see `gate()`), so
+their writes never join a transaction or get rolled back with it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
+from . import sqlite_lexicon as lexicon
 from .sqlite_archival import CREATE as CREATE_ARCHIVAL
 from .sqlite_archives import add_columns, migrate_v1
 from .sqlite_query import register_functions
@@ -43,7 +46,9 @@ from .sqlite_query import register_functions
 #    and the archive records' flags (`do_not_inject`, `superseded`). Both are added to
 #    older files, the journal empty and the flags NULL ("not known yet": the sweep reads
 #    them from the originals); a library older than 4 would not honour the claims.
-SCHEMA_VERSION = 4
+# 5: the lexical index per namespace (`sqlite_lexicon`) instead of one FTS5 table whose
+#    BM25 statistics spanned every namespace; built from the memories when opened.
+SCHEMA_VERSION = 5
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
 # One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
@@ -149,24 +154,8 @@ _SCHEMA = [
     # The few pinned memories, which recall() scans for on every call.
     """CREATE INDEX IF NOT EXISTS memories_pinned
         ON memories (namespace, tier, id) WHERE pinned = 1""",
-    # External-content FTS5 index kept in step by triggers, inside the writing transaction.
-    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-        content, content='memories', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 2'
-    )""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, content)
-        VALUES ('delete', old.pk, old.content);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF content ON memories
-    BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, content)
-        VALUES ('delete', old.pk, old.content);
-        INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-    END""",
+    # The lexical index, per namespace (`sqlite_lexicon`), kept in step by triggers.
+    *lexicon.SCHEMA,
     _ARCHIVES,
     # Strings many archive records share: storage templates and archive reasons.
     """CREATE TABLE IF NOT EXISTS archives_strings (
@@ -242,8 +231,18 @@ def _check_header(path: Path) -> None:
         size = path.stat().st_size
     except FileNotFoundError:
         return
+    wal = path.with_name(path.name + "-wal")
+    wal_pending = wal.exists() and wal.stat().st_size > 0
     if size == 0:
-        return  # a fresh empty file: SQLite initialises it
+        if wal_pending:
+            return  # a store created and never checkpointed: its pages are in the WAL
+        # Never opened as a new empty store: an emptied file (a failed copy, a full
+        # disk, `> memory.db`) would silently become a store without memories.
+        raise BackendUnavailableError(
+            f"{path} is an empty file (0 bytes), not a tiered-memory store: if it held "
+            "memories, restore it from a backup; to start a new store, delete it or "
+            "pass a path that does not exist"
+        )
     with path.open("rb") as f:
         header = f.read(100)
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
@@ -255,8 +254,6 @@ def _check_header(path: Path) -> None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
     header_valid = header[24:28] == header[92:96]
-    wal = path.with_name(path.name + "-wal")
-    wal_pending = wal.exists() and wal.stat().st_size > 0
     # With a non-empty WAL, a checkpoint may have been interrupted midway; recovery
     # replays it, so the main file may legitimately be short.
     if pages and header_valid and not wal_pending and size < pages * page_size:
@@ -264,6 +261,28 @@ def _check_header(path: Path) -> None:
             f"{path} is truncated: {size} bytes, but its header says {pages * page_size}; "
             "restore it from a backup"
         )
+
+
+def integrity_problems(path: Path, limit: int = 100) -> list[str]:
+    """What is wrong with the SQLite file at `path`, found without changing it: its
+    header (`_check_header`), then SQLite's full `PRAGMA integrity_check` on a
+    read-only connection (every page, index and constraint; about a second per GB).
+    An empty list when the file is sound."""
+    try:
+        _check_header(path)
+    except BackendUnavailableError as e:
+        return [str(e)]
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        return [f"{path} cannot be opened: {e}"]
+    try:
+        found = [str(row[0]) for row in conn.execute(f"PRAGMA integrity_check({int(limit)})")]
+    except sqlite3.Error as e:
+        return [f"{path} cannot be read: {e}"]
+    finally:
+        conn.close()
+    return [] if found == ["ok"] else found
 
 
 @dataclass(eq=False)
@@ -327,6 +346,7 @@ class SQLiteDatabase:
             raise translate_error(e, path) from e
         try:
             register_functions(conn)
+            lexicon.register_functions(conn)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -354,11 +374,6 @@ class SQLiteDatabase:
                         "restore it from a backup"
                     )
             cls._create_schema(conn, path)
-            # Per connection (temp schema): document frequencies of indexed terms.
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab "
-                "USING fts5vocab(main, memories_fts, 'row')"
-            )
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
@@ -383,6 +398,7 @@ class SQLiteDatabase:
             if row is not None and int(row[0]) < 3:
                 migrate_v2(conn)
             add_columns(conn)  # by presence: also a version-4 file written before them
+            lexicon.ensure_current(conn)
             if row is None or int(row[0]) < SCHEMA_VERSION:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
@@ -421,13 +437,46 @@ class SQLiteDatabase:
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """The connection under the lock, with sqlite3 errors mapped to typed ones."""
+        """The connection under the lock, with sqlite3 errors mapped to typed ones.
+
+        Each statement reads the file as it is when the statement starts; several
+        statements that must agree with each other belong in `snapshot()`.
+        """
         with self.lock:
             conn = self._connection()
             try:
                 yield conn
             except sqlite3.Error as e:
                 raise translate_error(e, self.path) from e
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads that all see one state of the file: one read transaction (or the
+        transaction already open). Without it, a count of live memories and a count
+        of archive records taken while another process archives could both include
+        the memory that moved between them.
+
+        For reads: a write inside would have to upgrade the read transaction, which
+        fails when another connection wrote since it began.
+        """
+        with self.lock:
+            conn = self._connection()
+            if self._depth > 0:  # inside a transaction: it is the snapshot already
+                with self.read():
+                    yield conn
+                return
+            try:
+                conn.execute("BEGIN")  # deferred: the first read fixes the snapshot
+            except sqlite3.Error as e:
+                raise translate_error(e, self.path) from e
+            self._depth += 1
+            try:
+                with self.read():
+                    yield conn
+            finally:
+                self._depth -= 1
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("COMMIT")  # nothing to commit: it only ends the snapshot
 
     @contextmanager
     def write(self, *, fsync: bool = True) -> Iterator[sqlite3.Connection]:
@@ -509,10 +558,11 @@ class SQLiteDatabase:
             return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[None]:
+    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[None]:
         await self.gate()
+        unit = self.snapshot if snapshot else self.write
         if self._tx is not None and self._tx in _current.get():
-            with self.write():  # nested: a savepoint inside the open transaction
+            with unit():  # nested: a savepoint, or a read, inside the open transaction
                 yield
             return
         with self.lock:
@@ -520,7 +570,7 @@ class SQLiteDatabase:
             token = _current.set((*_current.get(), tx))
             self._tx = tx
             try:
-                with self.write():
+                with unit():
                     yield
             finally:
                 self._tx = None
@@ -531,10 +581,55 @@ class SQLiteDatabase:
         """Everything written inside commits together, or not at all on an exception."""
         return self._transaction()
 
+    def read_transaction(self) -> AbstractAsyncContextManager[None]:
+        """Every read inside, across awaits, sees one state of the file (`snapshot`).
+
+        Other tasks of this event loop wait for it to end, as for `transaction()`:
+        they share the connection, and their writes must not land inside it. Writes of
+        other processes go on; they are not seen inside.
+        """
+        return self._transaction(snapshot=True)
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL's committed pages into the main file (and fsync it); True when
+        all of them were copied.
+
+        Until a checkpoint, commits live only in the `-wal` file: a copy of the main
+        file alone, or a lost `-wal`, would miss them. SQLite checkpoints by itself
+        every `WAL_CHECKPOINT_PAGES` pages (rarely, to keep recalls fast) and when the
+        last connection closes; this is for the points in between that matter: after
+        a sweep, and when this connection closes while others stay open. PASSIVE: it
+        never waits, so a reader of another process holding an old snapshot only
+        leaves the newest pages for the next checkpoint.
+        """
+        with self.read() as conn:
+            if self._depth > 0:
+                return False  # inside a transaction: nothing of it is committed yet
+            busy, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return not busy and (log == copied or log == -1)
+
+    def backup(self, target: Path) -> None:
+        """Copy the whole database into the new file `target` with SQLite's online
+        backup API: in one step, so the copy is one consistent state of the file
+        (WAL pages included) while other processes go on writing."""
+        if target.exists():
+            raise ValidationError(f"{str(target)!r} already exists; back up into a new file")
+        with self.read() as conn:
+            copy = sqlite3.connect(target, isolation_level=None)
+            try:
+                conn.backup(copy)
+                copy.execute("PRAGMA journal_mode = WAL")
+            finally:
+                copy.close()
+
     async def close(self) -> None:
-        """Close the connection (idempotent); the last one to close checkpoints the WAL."""
+        """Close the connection (idempotent), checkpointing the WAL first: SQLite does
+        so only when the last connection to the file closes, and another process may
+        still hold it open; then this one's commits would stay in the `-wal` alone."""
         with self.lock:
             if self._conn is not None:
+                with contextlib.suppress(BackendUnavailableError):
+                    self.checkpoint()
                 conn, self._conn = self._conn, None
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("PRAGMA optimize")  # keeps the planner's statistics fresh

@@ -1659,6 +1659,14 @@ class WeaviateMemoryStore:
         multi-step writes are ordered to converge instead)."""
         return _no_transaction()
 
+    async def checkpoint(self) -> None:
+        """A no-op: the server persists its own writes."""
+
+    def snapshot(self) -> AbstractAsyncContextManager[None]:
+        """A no-op: Weaviate reads have no snapshot isolation, so a count or an export
+        taken while a sweep archives may see a memory both live and archived."""
+        return _no_transaction()
+
     async def clear(self, namespace: str | None = None) -> None:
         if namespace is None:
             await self._clear_all()

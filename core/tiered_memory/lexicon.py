@@ -1,0 +1,168 @@
+"""Words as the lexical index sees them, and BM25 over one namespace's statistics.
+
+Words are those of FTS5's `unicode61 remove_diacritics 2` tokenizer: letters, digits
+and private-use characters make words, and case and the diacritics of Latin letters
+are folded away. Each word is then reduced to its stem by the Snowball English stemmer
+(`snowballstemmer`, the maintained successor of Porter's), so "codes", "coding" and
+"code" meet. The SQLite store runs this inside its own write transactions
+(`stores/sqlite_lexicon`), so the statistics BM25 needs (documents, tokens, document
+frequencies) are counted per namespace: a namespace's lexical scores are the same
+whatever other namespaces hold.
+
+`bm25` is FTS5's formula (k1 1.2, b 0.75, idf floored at 1e-6), evaluated in the
+same order, so on the same terms the scores are those FTS5 would give.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import math
+import re
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import snowballstemmer
+
+MAX_QUERY_TERMS = 64
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6
+
+# A word starts with a letter, digit or private-use character (unicode61's default
+# categories L*, N*, Co); inside a word the combining diacritical marks belong to it too.
+_START = r"[^\W_]|[\ue000-\uf8ff]"
+_WORD = re.compile(rf"(?:{_START})(?:{_START}|[\u0300-\u036f])*")
+_FOLDED: dict[str, str] = {}  # raw word -> term; bounded by _FOLDED_KEPT
+_FOLDED_KEPT = 200_000
+STEMMER = "english"  # Snowball's name; part of the store's tokenizer version
+_stemmers = threading.local()  # a Snowball stemmer keeps its word as state: one per thread
+
+
+@functools.cache
+def tokenizer_version() -> str:
+    """What `tokens` depends on: the word rules, Python's Unicode tables (which say what
+    a letter is) and the stemmer's release. A store indexed under another version is
+    re-indexed when opened: its delete trigger finds a memory's postings by tokenizing
+    the memory again, so the tokenizer must not change under an index."""
+    stemmer = importlib.metadata.version("snowballstemmer")
+    return f"unicode61-rd2/unicode-{unicodedata.unidata_version}/snowball-{STEMMER}-{stemmer}"
+
+
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-case word."""
+    stemmer = getattr(_stemmers, "stemmer", None)
+    if stemmer is None:
+        stemmer = _stemmers.stemmer = snowballstemmer.stemmer(STEMMER)
+    return str(stemmer.stemWord(word))
+
+
+def _fold_char(c: str) -> str:
+    """Lower case, and a Latin letter's diacritics removed (remove_diacritics 2)."""
+    lowered = c.lower()
+    if lowered == c and len(c.casefold()) == 1:
+        lowered = c.casefold()  # simple case folding, as FTS5's: micro sign -> mu
+    out: list[str] = []
+    for ch in lowered:
+        if 0x300 <= ord(ch) <= 0x36F:
+            continue  # a combining diacritic folds to nothing
+        decomposed = unicodedata.normalize("NFD", ch)
+        base = decomposed[0]
+        if base.isascii() and all(unicodedata.combining(d) for d in decomposed[1:]):
+            out.append(base)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _term(word: str) -> str:
+    term = _FOLDED.get(word)
+    if term is None:
+        folded = word.lower() if word.isascii() else "".join(_fold_char(c) for c in word)
+        term = stem(folded)
+        if len(_FOLDED) >= _FOLDED_KEPT:
+            _FOLDED.clear()
+        _FOLDED[word] = term
+    return term
+
+
+def tokens(text: str) -> list[str]:
+    """Every indexed term of `text`, in order, repeats included."""
+    return [_term(word) for word in _WORD.findall(text)]
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in order, at most MAX_QUERY_TERMS of them."""
+    terms: list[str] = []
+    for term in tokens(text):
+        if term not in terms:
+            terms.append(term)
+            if len(terms) == MAX_QUERY_TERMS:
+                break
+    return terms
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """How often each term occurs in `text` (a document's term frequencies)."""
+    return dict(Counter(tokens(text)))
+
+
+@dataclass(frozen=True)
+class LexicalStatistics:
+    """One namespace's lexical statistics for a query's terms.
+
+    `documents` counts the namespace's live memories (every tier), `tokens` their
+    terms in all, `frequencies` how many of the documents hold each query term (0 if
+    none). The ranking may use them directly (e.g. `idf`) with no other namespace
+    leaking in.
+    """
+
+    documents: int = 0
+    tokens: int = 0
+    frequencies: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def average_length(self) -> float:
+        return self.tokens / self.documents if self.documents else 0.0
+
+    def idf(self, term: str) -> float:
+        """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6."""
+        n = self.frequencies.get(term, 0)
+        value = math.log((self.documents - n + 0.5) / (n + 0.5))
+        return value if value > 0.0 else MIN_IDF
+
+
+@dataclass(frozen=True)
+class Posting:
+    """One term in one document: its frequency there and the document's length."""
+
+    term: str
+    document: int
+    frequency: int
+    length: int
+
+
+def bm25(
+    stats: LexicalStatistics, terms: Sequence[str], postings: Iterable[Posting]
+) -> dict[int, float]:
+    """BM25 of every document that holds one of `terms`, summed in the order of `terms`
+    (floating-point sums depend on their order; this one is fixed by the query)."""
+    order = {term: i for i, term in enumerate(terms)}
+    idf = [stats.idf(term) for term in terms]
+    avgdl = stats.average_length or 1.0
+    parts: dict[int, list[tuple[int, float]]] = {}
+    for p in postings:
+        i = order[p.term]
+        tf = float(p.frequency)
+        score = idf[i] * (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * p.length / avgdl))
+        parts.setdefault(p.document, []).append((i, score))
+    scores: dict[int, float] = {}
+    for document, contributions in parts.items():
+        total = 0.0
+        for _, value in sorted(contributions):
+            total += value
+        scores[document] = total
+    return scores
