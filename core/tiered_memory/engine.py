@@ -26,7 +26,7 @@ from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import SystemClock
 from .embeddings import HashingEmbedder, as_embedder
-from .errors import NotFoundError, ValidationError
+from .errors import ConfigurationError, NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
@@ -114,6 +114,7 @@ class AsyncTieredMemory:
         clock: Clock | None = None,
         tokens: TokenCounter | None = None,
         sweep_lock: SweepLock | None = None,
+        dimension: int | None = None,
     ) -> None:
         self.store = store
         self.graph = graph
@@ -130,6 +131,15 @@ class AsyncTieredMemory:
         self.sweep = Sweep(store, graph, self.archiver, summarizer, self.embedder, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
+        # The size of the embedder's vectors: given, declared by the embedder, or
+        # measured on first need (`_embedder_dimension`).
+        declared = _declared_dimension(self.embedder)
+        if dimension is not None and declared is not None and dimension != declared:
+            raise ConfigurationError(
+                f"dimension={dimension} was given, but the embedder makes {declared}-d "
+                "vectors; leave dimension out or make them agree"
+            )
+        self._own_dimension = _positive(dimension, "dimension") if dimension else declared
 
     # -- construction ---------------------------------------------------------------
 
@@ -143,9 +153,15 @@ class AsyncTieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> AsyncTieredMemory:
         """The no-server default: one SQLite file, and a folder for archived originals
-        (default: `<path>.archive/` beside the file)."""
+        (default: `<path>.archive/` beside the file).
+
+        The file keeps one embedding dimension: the embedder's (its `dimension`, or
+        `dimension=` for one that does not declare it, else measured before the first
+        write). A file holding vectors of another size is a ConfigurationError here.
+        """
         from .archives.local import LocalFolderObjectStore
         from .graphs.sqlite import SQLiteAssociationGraph
         from .stores.sqlite import SQLiteMemoryStore
@@ -155,16 +171,34 @@ class AsyncTieredMemory:
         store = await SQLiteMemoryStore.open(db_path)
         graph = SQLiteAssociationGraph(store.database)
         folder = Path(archive_dir) if archive_dir else db_path.with_name(db_path.name + ".archive")
-        return cls(
-            store=store,
-            graph=graph,
-            objects=LocalFolderObjectStore(folder),
-            summarizer=summarizer or ExtractiveSummarizer(),
-            embedder=embedder if embedder is not None else HashingEmbedder(),
-            policy=policy,
-            clock=clock,
-            sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
-        )
+        try:
+            memory = cls(
+                store=store,
+                graph=graph,
+                objects=LocalFolderObjectStore(folder),
+                summarizer=summarizer or ExtractiveSummarizer(),
+                embedder=embedder if embedder is not None else HashingEmbedder(),
+                policy=policy,
+                clock=clock,
+                sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
+                dimension=dimension,
+            )
+        except BaseException:
+            await store.close()
+            raise
+        return await memory._opened()
+
+    async def _opened(self) -> AsyncTieredMemory:
+        """Finish opening (the factories' last step): record the embedder's dimension in
+        the store when it is known without embedding anything, so a store of another
+        size is refused now rather than on every call. Closes everything on failure."""
+        try:
+            if self._own_dimension is not None:
+                await self._record_dimension(self._own_dimension)
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     @classmethod
     async def from_config(
@@ -213,10 +247,56 @@ class AsyncTieredMemory:
     def _ns(self, namespace: str) -> str:
         return validation.check_namespace(namespace, self.policy.limits)
 
-    async def _dimension_check(self, vectors: Sequence[Vector]) -> None:
-        dim = await self.store.dimension()
-        for v in vectors:
-            validation.check_vector(v, dim)
+    async def dimension(self) -> int:
+        """The size of every embedding this memory stores: the store's, or for an empty
+        store the embedder's (declared, given, or measured once), recorded in the store
+        before its first write. Vectors of another size are refused before writing."""
+        return await self._write_dimension()
+
+    async def _embedder_dimension(self, measured: int | None = None) -> int:
+        """The embedder's vector size; `measured` is the width of vectors it just made.
+        Measured with one embedding when neither is known."""
+        if measured is not None:
+            if self._own_dimension is not None and measured != self._own_dimension:
+                raise ConfigurationError(
+                    f"the embedder made {measured}-d vectors but was set up for "
+                    f"{self._own_dimension}-d ones; pass the dimension it really makes"
+                )
+            self._own_dimension = measured
+        if self._own_dimension is None:
+            matrix = await self.embedder.embed_documents(["dimension"])
+            self._own_dimension = _positive(int(np.shape(matrix)[-1]), "embedding dimension")
+        return self._own_dimension
+
+    async def _record_dimension(self, own: int) -> int:
+        """Record the embedder's dimension in the store (an empty store takes it; one
+        holding vectors of another size raises ConfigurationError)."""
+        await self.store.ensure_dimension(own)
+        return own
+
+    async def _write_dimension(self, measured: int | None = None) -> int:
+        """The dimension a write must have, recorded in the store before the write."""
+        stored = await self.store.dimension()
+        if measured is None and stored is not None and self._own_dimension is None:
+            return stored  # vectors given by the caller: the store's size decides
+        own = await self._embedder_dimension(measured)
+        if stored == own:
+            return own
+        return await self._record_dimension(own)
+
+    async def _query_dimension(self, vector: Vector, embedded: bool) -> None:
+        """A query vector must have the stored vectors' size (nothing is recorded)."""
+        stored = await self.store.dimension()
+        if embedded:
+            own = await self._embedder_dimension(int(vector.size))
+            if stored is not None and stored != own:
+                raise ConfigurationError(
+                    f"this store holds {stored}-d embeddings but the embedder makes {own}-d "
+                    "ones; open it with the embedding model that wrote it"
+                )
+            return
+        expected = stored if stored is not None else self._own_dimension
+        validation.check_vector(vector, expected, what="query_embedding")
 
     async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
         """Validate everything and embed in one batch, before anything is written."""
@@ -251,17 +331,18 @@ class AsyncTieredMemory:
             if item.embedding is not None:
                 given[i] = validation.check_vector(item.embedding, None)
         to_embed = [i for i in range(len(items)) if i not in given]
+        measured: int | None = None
         if to_embed:
             matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
             if matrix.shape[0] != len(to_embed):
                 raise ValidationError("the embedder returned a different number of vectors")
             for row, i in enumerate(to_embed):
                 given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
+            measured = int(matrix.shape[1])
+        dimension = await self._write_dimension(measured)
+        for i in range(len(items)):
+            validation.check_vector(given[i], dimension)
         vectors = [given[i] for i in range(len(items))]
-        dims = {v.size for v in vectors}
-        if len(dims) > 1:
-            raise ValidationError(f"embeddings of one call have different sizes: {sorted(dims)}")
-        await self._dimension_check(vectors)
         return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
 
     # -- writing ----------------------------------------------------------------------
@@ -278,9 +359,13 @@ class AsyncTieredMemory:
         pinned: bool = False,
         embedding: Sequence[float] | Vector | None = None,
         id: str | None = None,
+        replace: bool = False,
     ) -> Memory:
         """Remember `content` in HOT. A near-duplicate strengthens the existing memory
-        instead (its use is counted), and that memory is returned."""
+        instead (its use is counted), and that memory is returned.
+
+        An `id` that already exists is refused, unless `replace=True` (see `upsert`).
+        """
         try:
             item = MemoryInput(
                 content=content,
@@ -294,7 +379,42 @@ class AsyncTieredMemory:
             )
         except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
             raise ValidationError(f"bad memory: {e}") from e
-        return (await self.add_many([item], namespace=namespace))[0]
+        return (await self.add_many([item], namespace=namespace, replace=replace))[0]
+
+    async def upsert(
+        self,
+        content: str,
+        *,
+        id: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.4,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+    ) -> Memory:
+        """Store `content` under `id`, replacing the memory of that id if there is one
+        (live or archived): LangGraph's `put`, mem0's `update`.
+
+        The new value is validated and embedded before anything is touched, and swapped
+        in one store transaction, so a failure leaves the old memory as it was. The
+        replacement is a new memory under the same id (HOT, its own use history);
+        explicit links are kept, the others are rebuilt by auto-linking for the new
+        content. It is never merged into a near-duplicate.
+        """
+        return await self.add(
+            content,
+            namespace=namespace,
+            memory_type=memory_type,
+            importance=importance,
+            metadata=metadata,
+            source=source,
+            pinned=pinned,
+            embedding=embedding,
+            id=id,
+            replace=True,
+        )
 
     async def add_many(
         self,
@@ -303,12 +423,17 @@ class AsyncTieredMemory:
         namespace: str = DEFAULT_NAMESPACE,
         dedup: bool | None = None,
         link: bool = True,
-    ) -> list[Memory]:
+        replace: bool = False,
+    ) -> builtins.list[Memory]:
         """Add many memories with one embedding call and one write.
 
         Returns one memory per item, in order: the new memory, or the existing one a
         near-duplicate strengthened. Deduplication and auto-linking cost one vector
         search per item; pass dedup=False, link=False for bulk imports.
+
+        An item naming an id that exists is refused, unless `replace=True`: then it
+        replaces that memory as `upsert` does (items naming an id are never merged into
+        a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
         inputs = [self._as_input(x) for x in items]
@@ -327,26 +452,32 @@ class AsyncTieredMemory:
         links: list[Link] = []
         strengthen: list[str] = []
         now = self.clock.now()
-        explicit_ids = [p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id]
-        if explicit_ids:
-            clash = await self.store.get_many(ns, explicit_ids)
-            clash_archived = await self.store.get_archives(ns, explicit_ids)
+        named = {p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id}
+        if named and not replace:
+            clash = await self.store.get_many(ns, sorted(named))
+            clash_archived = await self.store.get_archives(ns, sorted(named))
             taken = sorted(set(clash) | set(clash_archived))
             if taken:
-                raise ValidationError(f"ids already exist in {ns!r}: {taken[:5]}")
+                raise ValidationError(
+                    f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
+                    "upsert) to replace them"
+                )
+        replacing = named if replace else set()
 
         stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
         for i, p in enumerate(prepared):
             near: list[tuple[str, float]] = []
             if k_near:
-                near.extend(stored_near[i])
+                # stored vectors of memories this call replaces are stale: not neighbours
+                near.extend(pair for pair in stored_near[i] if pair[0] not in replacing)
                 if accepted:
                     unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
                     sims = accepted_matrix[: len(accepted)] @ unit  # cosines
                     for j in np.argsort(-sims)[:k_near]:
                         near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
                 near.sort(key=lambda t: t[1], reverse=True)
-            if do_dedup and threshold is not None and near and near[0][1] >= threshold:
+            merge = p.memory.id not in replacing
+            if merge and do_dedup and threshold is not None and near and near[0][1] >= threshold:
                 results.append(near[0][0])
                 strengthen.append(near[0][0])
                 continue
@@ -367,12 +498,22 @@ class AsyncTieredMemory:
                             )
                         )
 
+        replaced: builtins.list[str] = []
         if accepted:
             for p in accepted:
                 p.memory.embedding = p.vector.tolist()
-            await self.store.put_many(ns, [p.memory for p in accepted])
+            if replacing:
+                archived = await self.store.replace_many(ns, [p.memory for p in accepted])
+                replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
+                await self._drop_replaced_originals(ns, archived)
+            else:
+                await self.store.put_many(ns, [p.memory for p in accepted])
             for p in accepted:
                 p.memory.embedding = None
+        if replaced:
+            await self._graph_optional(
+                "relinking replaced memories", ns, lambda: self._unlink_derived(ns, replaced)
+            )
         if strengthen:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
         if links:
@@ -386,6 +527,29 @@ class AsyncTieredMemory:
             else:
                 out.append(existing[r])
         return out
+
+    async def _unlink_derived(self, ns: str, ids: Sequence[str]) -> None:
+        """Drop the links of replaced memories that were derived from their old content
+        or use (similarity, co-recall, consolidation); explicit ones stay."""
+        stale = [
+            (link.source, link.target)
+            for link in await self.graph.links_of(ns, ids)
+            if link.kind is not LinkKind.EXPLICIT
+        ]
+        if stale:
+            await self.graph.unlink(ns, stale)
+
+    async def _drop_replaced_originals(self, ns: str, ids: Sequence[str]) -> None:
+        """Delete the archived originals of memories a replace brought back live. The
+        replace has committed: a failure here leaves an orphan original, which is
+        harmless (the next archival of that id overwrites it), so it is only logged."""
+        for memory_id in ids:
+            try:
+                await self.objects.delete(ns, memory_id)
+            except Exception as e:
+                log.warning(
+                    "archived original of replaced %r in %r not deleted: %s", memory_id, ns, e
+                )
 
     async def _stored_near(
         self, ns: str, prepared: Sequence[_Prepared], k: int
@@ -561,8 +725,10 @@ class AsyncTieredMemory:
         if query_embedding is not None:
             vector = validation.check_vector(query_embedding, None, what="query_embedding")
         else:
-            vector = await self.embedder.embed_query(query)
-        await self._dimension_check([vector])
+            vector = validation.check_vector(
+                await self.embedder.embed_query(query), None, what="computed query embedding"
+            )
+        await self._query_dimension(vector, embedded=query_embedding is None)
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(
@@ -1034,6 +1200,20 @@ class AsyncTieredMemory:
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
 
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def _declared_dimension(embedder: Embedder) -> int | None:
+    """The size an embedder says its vectors have (our embedders' `dimension`)."""
+    value = getattr(embedder, "dimension", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 def _usage(summarizer: Summarizer) -> tuple[int, int]:
     """Token usage a summariser reports, if it keeps any (the Claude one does)."""
     usage = getattr(summarizer, "usage", None)
@@ -1158,6 +1338,7 @@ class TieredMemory:
         self.close()
 
     add = _blocking(AsyncTieredMemory.add)
+    upsert = _blocking(AsyncTieredMemory.upsert)
     add_many = _blocking(AsyncTieredMemory.add_many)
     get = _blocking(AsyncTieredMemory.get)
     list = _blocking(AsyncTieredMemory.list)
