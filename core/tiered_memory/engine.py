@@ -503,9 +503,8 @@ class AsyncTieredMemory:
             for p in accepted:
                 p.memory.embedding = p.vector.tolist()
             if replacing:
-                archived = await self.store.replace_many(ns, [p.memory for p in accepted])
+                await self._replace(ns, [p.memory for p in accepted])
                 replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
-                await self._drop_replaced_originals(ns, archived)
             else:
                 await self.store.put_many(ns, [p.memory for p in accepted])
             for p in accepted:
@@ -539,17 +538,28 @@ class AsyncTieredMemory:
         if stale:
             await self.graph.unlink(ns, stale)
 
-    async def _drop_replaced_originals(self, ns: str, ids: Sequence[str]) -> None:
-        """Delete the archived originals of memories a replace brought back live. The
-        replace has committed: a failure here leaves an orphan original, which is
-        harmless (the next archival of that id overwrites it), so it is only logged."""
-        for memory_id in ids:
+    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
+        """Swap the memories in (one store transaction), then delete the archived
+        originals of the archive records they replaced.
+
+        After the commit, not before it: a crash between the two would otherwise leave
+        the old record without its original. An original is deleted only while it still
+        holds the replaced record's bytes and no record points at it again, so one that
+        a new archival of the same id wrote meanwhile stays. A crash or failure here
+        leaves an orphan original, harmless (the id's next archival overwrites it)."""
+        replaced = await self.store.replace_many(ns, memories)
+        if not replaced:
+            return
+        again = await self.store.get_archives(ns, [r.id for r in replaced])
+        for record in replaced:
+            if record.id in again:
+                continue
             try:
-                await self.objects.delete(ns, memory_id)
+                head = await self.objects.head(ns, record.id)
+                if head is not None and head.checksum == record.checksum:
+                    await self.objects.delete(ns, record.id)
             except Exception as e:
-                log.warning(
-                    "archived original of replaced %r in %r not deleted: %s", memory_id, ns, e
-                )
+                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
 
     async def _stored_near(
         self, ns: str, prepared: Sequence[_Prepared], k: int

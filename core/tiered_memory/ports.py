@@ -205,12 +205,12 @@ class MemoryStore(Protocol):
     async def put_many(self, namespace: str, memories: Sequence[Memory]) -> None:
         """Insert new memories (each with an embedding). An existing id is a ValidationError."""
 
-    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[str]:
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
         """Insert memories (each with an embedding), each replacing the live memory or
         the archive record of its id if there is one: all or nothing where the backend
         allows (one transaction), so a failure leaves what was stored as it was. Links
-        are the graph's, untouched. Returns the ids that replaced archive records
-        (their originals in object storage are the caller's to delete)."""
+        are the graph's, untouched. Returns the archive records replaced (their
+        originals in object storage are the caller's to delete)."""
 
     async def get_many(
         self, namespace: str, ids: Sequence[str], *, with_embeddings: bool = False

@@ -415,7 +415,8 @@ class MemoryStoreContract:
         await self.put(store, namespace, self.memory("a"))
         assert await store.archive_many(namespace, [self.record("a", namespace)]) == 1
         replaced = self.memory("a", "back again", namespace=namespace)
-        assert await store.replace_many(namespace, [replaced]) == ["a"]
+        [record] = await store.replace_many(namespace, [replaced])
+        assert (record.id, record.summary) == ("a", "summary of a")
         assert await store.get_archives(namespace, ["a"]) == {}
         assert (await self.one(store, namespace, "a")).content == "back again"
         assert (await store.stats(namespace)).total == 1

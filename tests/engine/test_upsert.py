@@ -219,3 +219,39 @@ def test_the_sync_facade_upserts(mem: TieredMemory) -> None:
     assert stored.content == "second"
     with pytest.raises(ValidationError):
         mem.add("third", id="k", namespace=NS)
+
+
+async def test_an_original_written_by_a_new_archival_is_not_deleted_by_the_replace(
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replaced record's original is deleted after the commit (before it, a crash
+    would leave the old record without its original), and only while it still holds the
+    old bytes: here the new value is archived again in between, and its original stays."""
+    await amem.add("Parked on level 3, bay C12", namespace=NS, id="car")
+    await amem.archive(["car"], namespace=NS)
+    replace_many = amem.store.replace_many
+
+    async def then_archived_again(namespace: str, memories: Sequence[object]) -> object:
+        replaced = await replace_many(namespace, memories)  # type: ignore[arg-type]
+        assert await amem.archive(["car"], namespace=namespace) == 1
+        return replaced
+
+    monkeypatch.setattr(amem.store, "replace_many", then_archived_again)
+    await amem.upsert("Parked on level 1, bay A2", id="car", namespace=NS)
+    original = await amem.expand("car", namespace=NS)  # verified against its record
+    assert original["content"] == "Parked on level 1, bay A2"
+
+
+async def test_a_failed_cleanup_of_the_old_original_does_not_fail_the_replace(
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await amem.add("Parked on level 3, bay C12", namespace=NS, id="car")
+    await amem.archive(["car"], namespace=NS)
+
+    async def unreachable(namespace: str, key: str) -> None:
+        raise BackendUnavailableError("object storage is down")
+
+    monkeypatch.setattr(amem.objects, "delete", unreachable)
+    replaced = await amem.upsert("Parked on level 1, bay A2", id="car", namespace=NS)
+    assert replaced.content == "Parked on level 1, bay A2"
+    assert await amem.objects.list(NS) == ["car"]  # an orphan, harmless, left behind

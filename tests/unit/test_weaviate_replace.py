@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tiered_memory.errors import ConfigurationError, DimensionMismatchError, ValidationError
-from tiered_memory.models import Memory, Tier
+from tiered_memory.models import ArchiveRecord, Memory, Tier
 from tiered_memory.stores.weaviate import WeaviateMemoryStore, WeaviateWriteError
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -33,6 +33,20 @@ def memory(memory_id: str, *, tier: Tier = Tier.HOT, dim: int = 4) -> Memory:
         created_at=T0,
         updated_at=T0,
         tier_changed_at=T0,
+    )
+
+
+def record(memory_id: str) -> ArchiveRecord:
+    return ArchiveRecord(
+        id=memory_id,
+        namespace=NS,
+        summary=f"summary of {memory_id}",
+        storage_ref=f"file:///{memory_id}.json",
+        size_bytes=1,
+        checksum="0" * 64,
+        created_at=T0,
+        archived_at=T0,
+        archive_reason="test",
     )
 
 
@@ -59,6 +73,9 @@ class Modelled(WeaviateMemoryStore):
 
     async def _present(self, collection: str, namespace: str, ids: Sequence[str]) -> set[str]:
         return self.held[collection] & set(ids)
+
+    async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
+        return {i: record(i) for i in self.held[self.archive_name] & set(ids)}
 
     async def _ensure_meta(self, kinds: Mapping[str, Any]) -> None:
         return None
@@ -98,7 +115,8 @@ async def test_a_replace_writes_the_new_object_first_then_drops_the_other_copy()
 async def test_replacing_an_archived_memory_drops_its_record_last() -> None:
     store = Modelled()
     store.held[store.archive_name].add("a")
-    assert await store.replace_many(NS, [memory("a", tier=Tier.COLD)]) == ["a"]
+    replaced = await store.replace_many(NS, [memory("a", tier=Tier.COLD)])
+    assert [r.id for r in replaced] == ["a"]
     assert store.log == [
         ("write", store.cold_name, ["a"]),
         ("delete", store.active_name, ["a"]),

@@ -40,6 +40,7 @@ from tiered_memory.errors import (
 )
 from tiered_memory.models import (
     LIVE_TIERS,
+    ArchiveRecord,
     Memory,
     MemoryType,
     Stats,
@@ -463,7 +464,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             self._insert_memories(conn, rows)
             self._refresh(conn, ns, ids)
 
-    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[str]:
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
         """One transaction: the old rows (live, or archive records) go and the new ones
         come in together, so a failure at any step keeps the old ones."""
         ns = _check_namespace(namespace)
@@ -474,18 +475,18 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         await self._db.gate()
         with self._db.write() as conn:
             self._fix_dimension(conn, dimension)
-            archived = sorted(self._existing(conn, "archives", ns, ids))
+            archived = self._get_archives(conn, ns, ids)
             conn.execute(
                 f"DELETE FROM memories WHERE namespace = ? AND id {IN_JSON}", (ns, json_list(ids))
             )
             if archived:
                 conn.execute(
                     f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
-                    (ns, json_list(archived)),
+                    (ns, json_list(sorted(archived))),
                 )
             self._insert_memories(conn, rows)
             self._refresh(conn, ns, ids)
-        return archived
+        return [archived[i] for i in sorted(archived)]
 
     def _insert_memories(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert rows built by `_prepare` (put_many, replace_many, unarchive_many).

@@ -937,7 +937,7 @@ class WeaviateMemoryStore:
         await self._check_dimension([m.embedding for m in memories])
         await self._write_live(namespace, memories)
 
-    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[str]:
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
         """Without transactions, ordered so that a failure keeps the old value: the new
         objects are written first (an object of the same id in the same collection is
         replaced in place, and one Weaviate rejects leaves the old one), then the copies
@@ -951,7 +951,7 @@ class WeaviateMemoryStore:
             if m.embedding is None:
                 raise ValidationError(f"memory {m.id!r} has no embedding; replace_many needs one")
         await self._check_dimension([m.embedding for m in memories])
-        archived = await self._present(self.archive_name, namespace, [m.id for m in memories])
+        archived = await self.get_archives(namespace, [m.id for m in memories])
         await self._write_live(namespace, memories)
         stale: dict[str, list[str]] = {}
         for m in memories:
@@ -961,7 +961,7 @@ class WeaviateMemoryStore:
             await self._delete(collection, namespace, ids)
         if archived:
             await self._delete(self.archive_name, namespace, sorted(archived))
-        return sorted(archived)
+        return [archived[i] for i in sorted(archived)]
 
     def _all_collections(self) -> tuple[str, str, str]:
         return (self.active_name, self.cold_name, self.archive_name)
