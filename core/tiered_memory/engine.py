@@ -25,8 +25,9 @@ from . import decay, validation
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import SystemClock
+from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, as_embedder
-from .errors import ConfigurationError, NotFoundError, ValidationError
+from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
@@ -131,15 +132,7 @@ class AsyncTieredMemory:
         self.sweep = Sweep(store, graph, self.archiver, summarizer, self.embedder, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
-        # The size of the embedder's vectors: given, declared by the embedder, or
-        # measured on first need (`_embedder_dimension`).
-        declared = _declared_dimension(self.embedder)
-        if dimension is not None and declared is not None and dimension != declared:
-            raise ConfigurationError(
-                f"dimension={dimension} was given, but the embedder makes {declared}-d "
-                "vectors; leave dimension out or make them agree"
-            )
-        self._own_dimension = _positive(dimension, "dimension") if dimension else declared
+        self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
 
     # -- construction ---------------------------------------------------------------
 
@@ -190,11 +183,10 @@ class AsyncTieredMemory:
 
     async def _opened(self) -> AsyncTieredMemory:
         """Finish opening (the factories' last step): record the embedder's dimension in
-        the store when it is known without embedding anything, so a store of another
-        size is refused now rather than on every call. Closes everything on failure."""
+        the store, so a store of another size is refused now (`dimensions`). Closes
+        everything on failure."""
         try:
-            if self._own_dimension is not None:
-                await self._record_dimension(self._own_dimension)
+            await self.dimensions.record()
         except BaseException:
             await self.close()
             raise
@@ -251,52 +243,7 @@ class AsyncTieredMemory:
         """The size of every embedding this memory stores: the store's, or for an empty
         store the embedder's (declared, given, or measured once), recorded in the store
         before its first write. Vectors of another size are refused before writing."""
-        return await self._write_dimension()
-
-    async def _embedder_dimension(self, measured: int | None = None) -> int:
-        """The embedder's vector size; `measured` is the width of vectors it just made.
-        Measured with one embedding when neither is known."""
-        if measured is not None:
-            if self._own_dimension is not None and measured != self._own_dimension:
-                raise ConfigurationError(
-                    f"the embedder made {measured}-d vectors but was set up for "
-                    f"{self._own_dimension}-d ones; pass the dimension it really makes"
-                )
-            self._own_dimension = measured
-        if self._own_dimension is None:
-            matrix = await self.embedder.embed_documents(["dimension"])
-            self._own_dimension = _positive(int(np.shape(matrix)[-1]), "embedding dimension")
-        return self._own_dimension
-
-    async def _record_dimension(self, own: int) -> int:
-        """Record the embedder's dimension in the store (an empty store takes it; one
-        holding vectors of another size raises ConfigurationError)."""
-        await self.store.ensure_dimension(own)
-        return own
-
-    async def _write_dimension(self, measured: int | None = None) -> int:
-        """The dimension a write must have, recorded in the store before the write."""
-        stored = await self.store.dimension()
-        if measured is None and stored is not None and self._own_dimension is None:
-            return stored  # vectors given by the caller: the store's size decides
-        own = await self._embedder_dimension(measured)
-        if stored == own:
-            return own
-        return await self._record_dimension(own)
-
-    async def _query_dimension(self, vector: Vector, embedded: bool) -> None:
-        """A query vector must have the stored vectors' size (nothing is recorded)."""
-        stored = await self.store.dimension()
-        if embedded:
-            own = await self._embedder_dimension(int(vector.size))
-            if stored is not None and stored != own:
-                raise ConfigurationError(
-                    f"this store holds {stored}-d embeddings but the embedder makes {own}-d "
-                    "ones; open it with the embedding model that wrote it"
-                )
-            return
-        expected = stored if stored is not None else self._own_dimension
-        validation.check_vector(vector, expected, what="query_embedding")
+        return await self.dimensions.for_write(self.embedder)
 
     async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
         """Validate everything and embed in one batch, before anything is written."""
@@ -339,7 +286,7 @@ class AsyncTieredMemory:
             for row, i in enumerate(to_embed):
                 given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
             measured = int(matrix.shape[1])
-        dimension = await self._write_dimension(measured)
+        dimension = await self.dimensions.for_write(self.embedder, measured)
         for i in range(len(items)):
             validation.check_vector(given[i], dimension)
         vectors = [given[i] for i in range(len(items))]
@@ -738,7 +685,7 @@ class AsyncTieredMemory:
             vector = validation.check_vector(
                 await self.embedder.embed_query(query), None, what="computed query embedding"
             )
-        await self._query_dimension(vector, embedded=query_embedding is None)
+        await self.dimensions.check_query(vector, embedded=query_embedding is None)
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(
@@ -1208,20 +1155,6 @@ class AsyncTieredMemory:
     ) -> MaintenanceRunner:
         """A background runner repeating `maintain()` (default every 6 h)."""
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
-
-
-def _positive(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{what} must be a positive integer, got {value!r}")
-    return value
-
-
-def _declared_dimension(embedder: Embedder) -> int | None:
-    """The size an embedder says its vectors have (our embedders' `dimension`)."""
-    value = getattr(embedder, "dimension", None)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
 
 
 def _usage(summarizer: Summarizer) -> tuple[int, int]:

@@ -145,3 +145,32 @@ async def test_the_store_port_fixes_the_dimension_before_the_first_write(
         assert await store.dimension() == 3
     finally:
         await store.close()
+
+
+class Misdeclared(Undeclared):
+    """Says 64, makes 16."""
+
+    dimension = 64
+
+
+@pytest.mark.parametrize("given", [0, -3, True, 2.5])
+async def test_a_given_dimension_must_be_a_positive_integer(tmp_path: Path, given: object) -> None:
+    with pytest.raises(ConfigurationError, match="positive integer"):
+        await AsyncTieredMemory.embedded(
+            tmp_path / "m.db",
+            embedder=Undeclared(16),
+            dimension=given,  # type: ignore[arg-type]
+        )
+
+
+async def test_an_embedder_that_makes_another_size_than_it_declares_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with await AsyncTieredMemory.embedded(
+        tmp_path / "m.db", embedder=Misdeclared(16)
+    ) as memory:
+        with pytest.raises(ConfigurationError, match="16-d"):
+            await memory.add("anything", namespace="a")
+        with pytest.raises(ConfigurationError, match="16-d"):
+            await memory.search("anything", namespace="a")
+        assert (await memory.stats(namespace="a")).total == 0
