@@ -1208,8 +1208,10 @@ class TieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> TieredMemory:
-        """The no-server default: one SQLite file and a folder for archived originals."""
+        """The no-server default: one SQLite file and a folder for archived originals
+        (see `AsyncTieredMemory.embedded`)."""
         return cls.from_async(
             AsyncTieredMemory.embedded(
                 path,
@@ -1218,6 +1220,7 @@ class TieredMemory:
                 summarizer=summarizer,
                 policy=policy,
                 clock=clock,
+                dimension=dimension,
             )
         )
 

@@ -93,6 +93,8 @@ async def test_a_given_dimension_is_recorded_at_open(tmp_path: Path) -> None:
         tmp_path / "m.db", embedder=Undeclared(16), dimension=16
     ) as memory:
         assert await memory.store.dimension() == 16
+    with TieredMemory.embedded(tmp_path / "s.db", embedder=Undeclared(16), dimension=16) as mem:
+        assert mem.run(mem.aio.store.dimension()) == 16
     with pytest.raises(ConfigurationError, match="dimension"):
         await AsyncTieredMemory.embedded(
             tmp_path / "x.db", embedder=HashingEmbedder(64), dimension=8
