@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .archive import sha256_hex
 from .errors import ArchiveIntegrityError, DimensionMismatchError, NotFoundError, ValidationError
 from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
+from .namespaces import PathNamespace
 from .policy import Limits
 from .ports import ScanQuery
 from .validation import (
@@ -190,6 +191,8 @@ def _target_namespace(
     target = namespace if namespace is not None else document.get("namespace")
     if not isinstance(target, str):
         raise ValidationError("the export names no namespace; pass one to import into")
+    if keep:  # asked for: the document's own, a path namespace (a LangGraph store's) too
+        target = PathNamespace.parse(target) or target
     return check_namespace(target, memory.policy.limits)
 
 

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, MemoryType, Tier
+from tiered_memory import (
+    AsyncTieredMemory,
+    HashingEmbedder,
+    ManualClock,
+    MemoryType,
+    PathNamespace,
+    Tier,
+)
 from tiered_memory.errors import ArchiveIntegrityError, BackendUnavailableError, ValidationError
 from tiered_memory.ports import MemoryPatch
 from tiered_memory.transfer import (
@@ -356,6 +363,25 @@ async def test_a_document_lands_in_its_own_namespace_only_when_asked(tmp_path: P
         assert kept.namespace == "victim"
     finally:
         await memory.close()
+
+
+async def test_a_path_namespace_round_trips_with_keep_namespace(tmp_path: Path) -> None:
+    """A LangGraph store's namespace (a PathNamespace) is plain text in the document; a
+    plain string cannot name one, so keep_namespace turns it back into the path."""
+    clock = ManualClock(START)
+    ns = PathNamespace(("langgraph", "memories", "user-42"))
+    source = await _open(tmp_path / "a.db", clock)
+    target = await _open(tmp_path / "b.db", clock)
+    try:
+        added = await source.add("Likes green tea", namespace=ns)
+        document = json.loads(dumps(await export_namespace(source, ns)))
+        result = await import_document(target, document, keep_namespace=True)
+        assert result.namespace == ns
+        assert isinstance(result.namespace, PathNamespace)
+        assert [m.id for m in await target.list(namespace=ns)] == [added.id]
+    finally:
+        await source.close()
+        await target.close()
 
 
 async def test_export_sqlite_is_a_working_copy(tmp_path: Path) -> None:
