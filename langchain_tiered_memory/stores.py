@@ -11,8 +11,9 @@ this adapter lets them use tiered memory unchanged. The mapping:
 - an item key is the memory id, its value is the memory's metadata (a JSON object),
   and the text embedded and searched is the value's `index` fields (or the whole
   value as JSON);
-- `put` over an existing key replaces the memory (the core has no content update
-  yet, so the replacement starts in HOT again); `put(..., None)` deletes it;
+- `put` over an existing key replaces the memory in one step (the core's `upsert`:
+  a value that fails validation or embedding leaves the old item; the replacement
+  starts in HOT again); `put(..., None)` deletes it;
 - `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
   needed, archived summaries when nothing else fits) and its score is the memory's
   final score; without a query it lists items in key order.
@@ -43,7 +44,6 @@ from langgraph.store.base.embed import get_text_at_path
 from tiered_memory import (
     ConfigurationError,
     Memory,
-    MemoryInput,
     NotFoundError,
     PathNamespace,
     TieredMemory,
@@ -51,7 +51,7 @@ from tiered_memory import (
 )
 from tiered_memory.ports import FilterOp, MetadataFilter
 
-from ._common import precheck, run_sync
+from ._common import run_sync
 
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
@@ -155,20 +155,18 @@ class TieredMemoryStore(BaseStore):
             )
         engine = self.memory.aio
         ns = self.encode_namespace(op.namespace)
-        item: MemoryInput | None = None
-        if op.value is not None:
-            # Checked before deleting, so a bad value leaves the old item in place.
-            item = MemoryInput(
-                content=self._text(op.value, op.index),
-                metadata=dict(op.value),
-                id=op.key,
-                source="langgraph",
-            )
-            precheck(self.memory, [item])
-        with contextlib.suppress(NotFoundError):  # putting a new key: nothing to replace
-            await engine.forget(op.key, namespace=ns, hard=True)
-        if item is not None:
-            await engine.add_many([item], namespace=ns, dedup=False)
+        if op.value is None:
+            with contextlib.suppress(NotFoundError):  # deleting a missing key is fine
+                await engine.forget(op.key, namespace=ns, hard=True)
+            return
+        # One atomic replace: a value that fails validation or embedding keeps the old item.
+        await engine.upsert(
+            self._text(op.value, op.index),
+            id=op.key,
+            namespace=ns,
+            metadata=dict(op.value),
+            source="langgraph",
+        )
 
     def _text(self, value: Mapping[str, Any], index: Any) -> str:
         """The text to embed: the `index` fields of the op, else of the store."""

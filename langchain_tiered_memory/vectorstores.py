@@ -30,7 +30,7 @@ from tiered_memory.embeddings import LangChainEmbedder
 from tiered_memory.ports import Clock, MetadataFilter, SearchFilter
 from tiered_memory.retrieval import SearchPlan
 
-from ._common import DEFAULT_NAMESPACE, precheck, run_sync
+from ._common import DEFAULT_NAMESPACE, run_sync
 
 _SEARCH_OPTIONS = frozenset({"filter", "deep", "include_archived"})
 
@@ -164,15 +164,12 @@ class TieredMemoryVectorStore(VectorStore):
         return await self._aupsert(_inputs(texts, metadatas, ids))
 
     async def _aupsert(self, items: list[MemoryInput]) -> list[str]:
-        engine = self.memory.aio
-        precheck(self.memory, items)
-        # The engine refuses an existing id; a vector store replaces it. The core has
-        # no update of content yet, so a replaced document starts over in HOT.
-        for item in items:
-            assert item.id is not None
-            if await engine.get(item.id, namespace=self.namespace) is not None:
-                await engine.forget(item.id, namespace=self.namespace, hard=True)
-        added = await engine.add_many(items, namespace=self.namespace, dedup=False)
+        # A vector store replaces an existing id: the engine's atomic replace, so a
+        # batch that fails validation or embedding changes nothing. A replaced
+        # document starts over in HOT.
+        added = await self.memory.aio.add_many(
+            items, namespace=self.namespace, dedup=False, replace=True
+        )
         return [m.id for m in added]
 
     # -- deleting and reading by id -------------------------------------------------

@@ -26,7 +26,6 @@ from tiered_memory import (
     MemoryType,
     Policy,
     TieredMemory,
-    ValidationError,
 )
 from tiered_memory.ports import Clock
 from tiered_memory.ports import MetadataFilter as CoreFilter
@@ -63,7 +62,9 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     another document into the existing memory and return that memory's id, leaving the
     index pointing at a node id the store does not hold, and deleting one document would
     delete the other's text. Each node is stored under its own id; `add` replaces a node
-    already stored under the same id (LlamaIndex's upsert), restarting its use history.
+    already stored under the same id (LlamaIndex's upsert) in one atomic step, restarting
+    its use history: a batch that fails validation keeps every stored node. Node
+    embeddings must have the memory's dimension (its embedder's), checked before writing.
     """
 
     stores_text: bool = True
@@ -164,14 +165,12 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             )
             for node in nodes
         ]
-        ids = [node.node_id for node in nodes]
-        if len(set(ids)) != len(ids):  # checked before replacing anything stored
-            twice = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValidationError(f"node ids appear twice in one add: {twice[:5]}")
-        stored = [i for i in ids if await engine.get(i, namespace=self.namespace) is not None]
-        await forget_hard(engine, self.namespace, stored)
-        await engine.add_many(items, namespace=self.namespace, dedup=False, link=self.link)
-        return ids
+        # One atomic write: nodes stored under the same ids are replaced, and a batch
+        # that fails validation changes nothing (the core checks repeated ids too).
+        await engine.add_many(
+            items, namespace=self.namespace, dedup=False, link=self.link, replace=True
+        )
+        return [node.node_id for node in nodes]
 
     # -- read -----------------------------------------------------------------------
 

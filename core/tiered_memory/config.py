@@ -613,7 +613,7 @@ async def build_memory(
         if wiring.db_path is not None
         else None
     )
-    return AsyncTieredMemory(
+    memory = AsyncTieredMemory(
         store=store,
         graph=graph,
         objects=objects,
@@ -623,6 +623,7 @@ async def build_memory(
         clock=clock,
         sweep_lock=lock,
     )
+    return await memory._opened()  # a store of another embedding size is refused here
 
 
 def build_sync_memory(

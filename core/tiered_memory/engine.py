@@ -25,6 +25,7 @@ from . import decay, validation
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import SystemClock
+from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, as_embedder
 from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
@@ -115,6 +116,7 @@ class AsyncTieredMemory:
         clock: Clock | None = None,
         tokens: TokenCounter | None = None,
         sweep_lock: SweepLock | None = None,
+        dimension: int | None = None,
     ) -> None:
         self.store = store
         self.graph = graph
@@ -131,6 +133,7 @@ class AsyncTieredMemory:
         self.sweep = Sweep(store, graph, self.archiver, summarizer, self.embedder, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
+        self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
 
     # -- construction ---------------------------------------------------------------
 
@@ -144,9 +147,15 @@ class AsyncTieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> AsyncTieredMemory:
         """The no-server default: one SQLite file, and a folder for archived originals
-        (default: `<path>.archive/` beside the file)."""
+        (default: `<path>.archive/` beside the file).
+
+        The file keeps one embedding dimension: the embedder's (its `dimension`, or
+        `dimension=` for one that does not declare it, else measured before the first
+        write). A file holding vectors of another size is a ConfigurationError here.
+        """
         from .archives.local import LocalFolderObjectStore
         from .graphs.sqlite import SQLiteAssociationGraph
         from .stores.sqlite import SQLiteMemoryStore
@@ -156,16 +165,33 @@ class AsyncTieredMemory:
         store = await SQLiteMemoryStore.open(db_path)
         graph = SQLiteAssociationGraph(store.database)
         folder = Path(archive_dir) if archive_dir else db_path.with_name(db_path.name + ".archive")
-        return cls(
-            store=store,
-            graph=graph,
-            objects=LocalFolderObjectStore(folder),
-            summarizer=summarizer or ExtractiveSummarizer(),
-            embedder=embedder if embedder is not None else HashingEmbedder(),
-            policy=policy,
-            clock=clock,
-            sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
-        )
+        try:
+            memory = cls(
+                store=store,
+                graph=graph,
+                objects=LocalFolderObjectStore(folder),
+                summarizer=summarizer or ExtractiveSummarizer(),
+                embedder=embedder if embedder is not None else HashingEmbedder(),
+                policy=policy,
+                clock=clock,
+                sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
+                dimension=dimension,
+            )
+        except BaseException:
+            await store.close()
+            raise
+        return await memory._opened()
+
+    async def _opened(self) -> AsyncTieredMemory:
+        """Finish opening (the factories' last step): record the embedder's dimension in
+        the store, so a store of another size is refused now (`dimensions`). Closes
+        everything on failure."""
+        try:
+            await self.dimensions.record()
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     @classmethod
     async def from_config(
@@ -214,10 +240,11 @@ class AsyncTieredMemory:
     def _ns(self, namespace: str) -> str:
         return validation.check_namespace(namespace, self.policy.limits)
 
-    async def _dimension_check(self, vectors: Sequence[Vector]) -> None:
-        dim = await self.store.dimension()
-        for v in vectors:
-            validation.check_vector(v, dim)
+    async def dimension(self) -> int:
+        """The size of every embedding this memory stores: the store's, or for an empty
+        store the embedder's (declared, given, or measured once), recorded in the store
+        before its first write. Vectors of another size are refused before writing."""
+        return await self.dimensions.for_write(self.embedder)
 
     async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
         """Validate everything and embed in one batch, before anything is written."""
@@ -252,17 +279,18 @@ class AsyncTieredMemory:
             if item.embedding is not None:
                 given[i] = validation.check_vector(item.embedding, None)
         to_embed = [i for i in range(len(items)) if i not in given]
+        measured: int | None = None
         if to_embed:
             matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
             if matrix.shape[0] != len(to_embed):
                 raise ValidationError("the embedder returned a different number of vectors")
             for row, i in enumerate(to_embed):
                 given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
+            measured = int(matrix.shape[1])
+        dimension = await self.dimensions.for_write(self.embedder, measured)
+        for i in range(len(items)):
+            validation.check_vector(given[i], dimension)
         vectors = [given[i] for i in range(len(items))]
-        dims = {v.size for v in vectors}
-        if len(dims) > 1:
-            raise ValidationError(f"embeddings of one call have different sizes: {sorted(dims)}")
-        await self._dimension_check(vectors)
         return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
 
     # -- writing ----------------------------------------------------------------------
@@ -279,9 +307,13 @@ class AsyncTieredMemory:
         pinned: bool = False,
         embedding: Sequence[float] | Vector | None = None,
         id: str | None = None,
+        replace: bool = False,
     ) -> Memory:
         """Remember `content` in HOT. A near-duplicate strengthens the existing memory
-        instead (its use is counted), and that memory is returned."""
+        instead (its use is counted), and that memory is returned.
+
+        An `id` that already exists is refused, unless `replace=True` (see `upsert`).
+        """
         try:
             item = MemoryInput(
                 content=content,
@@ -295,7 +327,42 @@ class AsyncTieredMemory:
             )
         except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
             raise ValidationError(f"bad memory: {e}") from e
-        return (await self.add_many([item], namespace=namespace))[0]
+        return (await self.add_many([item], namespace=namespace, replace=replace))[0]
+
+    async def upsert(
+        self,
+        content: str,
+        *,
+        id: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.4,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+    ) -> Memory:
+        """Store `content` under `id`, replacing the memory of that id if there is one
+        (live or archived): LangGraph's `put`, mem0's `update`.
+
+        The new value is validated and embedded before anything is touched, and swapped
+        in one store transaction, so a failure leaves the old memory as it was. The
+        replacement is a new memory under the same id (HOT, its own use history);
+        explicit links are kept, the others are rebuilt by auto-linking for the new
+        content. It is never merged into a near-duplicate.
+        """
+        return await self.add(
+            content,
+            namespace=namespace,
+            memory_type=memory_type,
+            importance=importance,
+            metadata=metadata,
+            source=source,
+            pinned=pinned,
+            embedding=embedding,
+            id=id,
+            replace=True,
+        )
 
     async def add_many(
         self,
@@ -304,12 +371,17 @@ class AsyncTieredMemory:
         namespace: str = DEFAULT_NAMESPACE,
         dedup: bool | None = None,
         link: bool = True,
-    ) -> list[Memory]:
+        replace: bool = False,
+    ) -> builtins.list[Memory]:
         """Add many memories with one embedding call and one write.
 
         Returns one memory per item, in order: the new memory, or the existing one a
         near-duplicate strengthened. Deduplication and auto-linking cost one vector
         search per item; pass dedup=False, link=False for bulk imports.
+
+        An item naming an id that exists is refused, unless `replace=True`: then it
+        replaces that memory as `upsert` does (items naming an id are never merged into
+        a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
         inputs = [self._as_input(x) for x in items]
@@ -328,26 +400,32 @@ class AsyncTieredMemory:
         links: list[Link] = []
         strengthen: list[str] = []
         now = self.clock.now()
-        explicit_ids = [p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id]
-        if explicit_ids:
-            clash = await self.store.get_many(ns, explicit_ids)
-            clash_archived = await self.store.get_archives(ns, explicit_ids)
+        named = {p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id}
+        if named and not replace:
+            clash = await self.store.get_many(ns, sorted(named))
+            clash_archived = await self.store.get_archives(ns, sorted(named))
             taken = sorted(set(clash) | set(clash_archived))
             if taken:
-                raise ValidationError(f"ids already exist in {ns!r}: {taken[:5]}")
+                raise ValidationError(
+                    f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
+                    "upsert) to replace them"
+                )
+        replacing = named if replace else set()
 
         stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
         for i, p in enumerate(prepared):
             near: list[tuple[str, float]] = []
             if k_near:
-                near.extend(stored_near[i])
+                # stored vectors of memories this call replaces are stale: not neighbours
+                near.extend(pair for pair in stored_near[i] if pair[0] not in replacing)
                 if accepted:
                     unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
                     sims = accepted_matrix[: len(accepted)] @ unit  # cosines
                     for j in np.argsort(-sims)[:k_near]:
                         near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
                 near.sort(key=lambda t: t[1], reverse=True)
-            if do_dedup and threshold is not None and near and near[0][1] >= threshold:
+            merge = p.memory.id not in replacing
+            if merge and do_dedup and threshold is not None and near and near[0][1] >= threshold:
                 results.append(near[0][0])
                 strengthen.append(near[0][0])
                 continue
@@ -368,12 +446,21 @@ class AsyncTieredMemory:
                             )
                         )
 
+        replaced: builtins.list[str] = []
         if accepted:
             for p in accepted:
                 p.memory.embedding = p.vector.tolist()
-            await self.store.put_many(ns, [p.memory for p in accepted])
+            if replacing:
+                await self._replace(ns, [p.memory for p in accepted])
+                replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
+            else:
+                await self.store.put_many(ns, [p.memory for p in accepted])
             for p in accepted:
                 p.memory.embedding = None
+        if replaced:
+            await self._graph_optional(
+                "relinking replaced memories", ns, lambda: self._unlink_derived(ns, replaced)
+            )
         if strengthen:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
         if links:
@@ -387,6 +474,40 @@ class AsyncTieredMemory:
             else:
                 out.append(existing[r])
         return out
+
+    async def _unlink_derived(self, ns: str, ids: Sequence[str]) -> None:
+        """Drop the links of replaced memories that were derived from their old content
+        or use (similarity, co-recall, consolidation); explicit ones stay."""
+        stale = [
+            (link.source, link.target)
+            for link in await self.graph.links_of(ns, ids)
+            if link.kind is not LinkKind.EXPLICIT
+        ]
+        if stale:
+            await self.graph.unlink(ns, stale)
+
+    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
+        """Swap the memories in (one store transaction), then delete the archived
+        originals of the archive records they replaced.
+
+        After the commit, not before it: a crash between the two would otherwise leave
+        the old record without its original. An original is deleted only while it still
+        holds the replaced record's bytes and no record points at it again, so one that
+        a new archival of the same id wrote meanwhile stays. A crash or failure here
+        leaves an orphan original, harmless (the id's next archival overwrites it)."""
+        replaced = await self.store.replace_many(ns, memories)
+        if not replaced:
+            return
+        again = await self.store.get_archives(ns, [r.id for r in replaced])
+        for record in replaced:
+            if record.id in again:
+                continue
+            try:
+                head = await self.objects.head(ns, record.id)
+                if head is not None and head.checksum == record.checksum:
+                    await self.objects.delete(ns, record.id)
+            except Exception as e:
+                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
 
     async def _stored_near(
         self, ns: str, prepared: Sequence[_Prepared], k: int
@@ -562,8 +683,10 @@ class AsyncTieredMemory:
         if query_embedding is not None:
             vector = validation.check_vector(query_embedding, None, what="query_embedding")
         else:
-            vector = await self.embedder.embed_query(query)
-        await self._dimension_check([vector])
+            vector = validation.check_vector(
+                await self.embedder.embed_query(query), None, what="computed query embedding"
+            )
+        await self.dimensions.check_query(vector, embedded=query_embedding is None)
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(
@@ -1088,8 +1211,10 @@ class TieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> TieredMemory:
-        """The no-server default: one SQLite file and a folder for archived originals."""
+        """The no-server default: one SQLite file and a folder for archived originals
+        (see `AsyncTieredMemory.embedded`)."""
         return cls.from_async(
             AsyncTieredMemory.embedded(
                 path,
@@ -1098,6 +1223,7 @@ class TieredMemory:
                 summarizer=summarizer,
                 policy=policy,
                 clock=clock,
+                dimension=dimension,
             )
         )
 
@@ -1161,6 +1287,7 @@ class TieredMemory:
         self.close()
 
     add = _blocking(AsyncTieredMemory.add)
+    upsert = _blocking(AsyncTieredMemory.upsert)
     add_many = _blocking(AsyncTieredMemory.add_many)
     get = _blocking(AsyncTieredMemory.get)
     list = _blocking(AsyncTieredMemory.list)

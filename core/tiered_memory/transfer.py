@@ -13,27 +13,42 @@ The JSON document (`FORMAT`, version 1) holds, for one namespace:
   its original as the exact bytes kept in object storage (text), so the checksum still
   holds after import. `storage_ref` is rewritten to where the target keeps the
   original; every other field is imported as exported.
+
+Imports are all or nothing: every record is checked first (as `add` checks its input,
+plus the store's embedding dimension and references between records), then written
+in one store transaction. A document goes into the namespace the caller names; the
+one it names itself only with `keep_namespace=True`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .archive import sha256_hex
-from .errors import ArchiveIntegrityError, NotFoundError, ValidationError
+from .errors import ArchiveIntegrityError, DimensionMismatchError, NotFoundError, ValidationError
 from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
+from .namespaces import PathNamespace
+from .policy import Limits
 from .ports import ScanQuery
-from .validation import check_namespace
+from .validation import (
+    check_content,
+    check_id,
+    check_int64,
+    check_metadata,
+    check_namespace,
+    check_vector,
+)
 
 if TYPE_CHECKING:
-    from .engine import AsyncTieredMemory, MemoryInput
+    from .engine import AsyncTieredMemory
 
 FORMAT = "tiered-memory-export"
 VERSION = 1
@@ -138,7 +153,7 @@ class ImportResult:
 
 
 def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple[Any, Any]]]:
-    """Validate the whole document before anything is written."""
+    """The document's records as models (types, ranges of the models' own fields)."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValidationError(f"not a {FORMAT} document (no 'format': {FORMAT!r} key)")
     if document.get("version") != VERSION:
@@ -155,10 +170,110 @@ def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple
         ]
     except (TypeError, KeyError, ValueError) as e:
         raise ValidationError(f"malformed export document: {e}") from e
-    for m in memories:
-        if m.embedding is None:
-            raise ValidationError(f"memory {m.id!r} has no embedding in the export")
     return memories, links, archives
+
+
+def _target_namespace(
+    memory: AsyncTieredMemory, document: dict[str, Any], namespace: str | None, keep: bool
+) -> str:
+    """Where the import goes: the caller's namespace. A file never chooses it alone,
+    or a document could plant (pinned, core) memories in any namespace."""
+    if namespace is not None and keep:
+        raise ValidationError(
+            "pass either namespace=... or keep_namespace=True, not both "
+            "(keep_namespace imports into the namespace the document names)"
+        )
+    if namespace is None and not keep:
+        raise ValidationError(
+            f"pass the namespace to import into (namespace=...), or keep_namespace=True to "
+            f"import into the one the document names ({document.get('namespace')!r})"
+        )
+    target = namespace if namespace is not None else document.get("namespace")
+    if not isinstance(target, str):
+        raise ValidationError("the export names no namespace; pass one to import into")
+    if keep:  # asked for: the document's own, a path namespace (a LangGraph store's) too
+        target = PathNamespace.parse(target) or target
+    return check_namespace(target, memory.policy.limits)
+
+
+def _check_text(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"{what} is not valid Unicode text (lone surrogate)") from e
+
+
+def _check_memory(m: Memory, limits: Limits, dimension: int) -> None:
+    """The checks `add` applies to what it is given, and the store to what it keeps."""
+    where = f"memory {m.id!r} of the export"
+    try:
+        check_id(m.id)
+        check_content(m.content, limits)
+        check_metadata(m.metadata, limits)
+        _check_text(m.source, "its source")
+        for value, name in ((m.use_count, "use_count"), (m.uses_since_cold, "uses_since_cold")):
+            check_int64(value, name)
+        for parent in m.consolidated_from:
+            check_id(parent)
+        if m.superseded_by is not None:
+            check_id(m.superseded_by)
+        if m.embedding is None:
+            raise ValidationError("it has no embedding")
+        check_vector(m.embedding, dimension)
+    except ValidationError as e:
+        raise type(e)(f"{where}: {e}") from e
+
+
+def _check_archive(record: ArchiveRecord, original: Any, limits: Limits, dimension: int) -> None:
+    where = f"archived {record.id!r} of the export"
+    try:
+        check_id(record.id)
+        check_content(record.summary, limits)
+        check_metadata(record.metadata, limits)
+        for text, name in (
+            (record.source, "its source"),
+            (record.archive_reason, "its archive reason"),
+            (record.storage_ref, "its storage_ref"),
+            (record.checksum, "its checksum"),
+        ):
+            _check_text(text, name)
+        check_int64(record.use_count, "use_count")
+        check_int64(record.size_bytes, "size_bytes")
+        if record.summary_embedding is None:
+            raise ValidationError("it has no summary embedding")
+        check_vector(record.summary_embedding, dimension, what="summary embedding")
+        if original is not None:
+            if not isinstance(original, str):
+                raise ValidationError("its original is not text")
+            _check_text(original, "its original")
+    except ValidationError as e:
+        raise type(e)(f"{where}: {e}") from e
+    if original is not None and sha256_hex(original.encode("utf-8")) != record.checksum:
+        raise ArchiveIntegrityError(
+            f"the exported original of {record.id!r} does not match its checksum"
+        )
+
+
+async def _check_references(
+    memory: AsyncTieredMemory, ns: str, memories: Sequence[Memory], known: set[str]
+) -> None:
+    """`superseded_by` and `consolidated_from` must name a memory of the document or
+    of the target namespace: a dangling `superseded_by` hides a memory for good."""
+    wanted = {m.superseded_by for m in memories if m.superseded_by is not None}
+    wanted.update(parent for m in memories for parent in m.consolidated_from)
+    missing = sorted(wanted - known)
+    for start in range(0, len(missing), PAGE):
+        chunk = missing[start : start + PAGE]
+        found = set(await memory.store.get_many(ns, chunk))
+        found |= set(await memory.store.get_archives(ns, chunk))
+        known |= found
+    dangling = sorted(wanted - known)
+    if dangling:
+        raise ValidationError(
+            f"the export refers to {len(dangling)} memory id(s) that are neither in it nor "
+            f"in namespace {ns!r} (e.g. {dangling[0]!r}, in superseded_by or "
+            "consolidated_from); export the whole namespace, or import the missing ones first"
+        )
 
 
 async def import_document(
@@ -166,18 +281,22 @@ async def import_document(
     document: Any,
     *,
     namespace: str | None = None,
+    keep_namespace: bool = False,
     skip_existing: bool = False,
     progress: Progress = _noop,
 ) -> ImportResult:
-    """Write an exported namespace into `memory` (into `namespace`, default the exported
-    one), every field as exported. Ids already present are an error before anything is
-    written, or skipped with `skip_existing=True`."""
+    """Write an exported namespace into `memory`, every field as exported: into
+    `namespace`, or into the namespace the document names with `keep_namespace=True`.
+
+    All or nothing: every record passes the checks `add` applies (content, metadata,
+    ids, integer ranges, the store's embedding dimension, references that resolve)
+    before the first write; then everything is written in one store transaction (on
+    stores without transactions, Weaviate, the checks still come first). Ids already
+    present are an error, or skipped with `skip_existing=True`.
+    """
     memories, links, archives = _parse_document(document)
-    target = namespace if namespace is not None else document.get("namespace")
-    if not isinstance(target, str):
-        raise ValidationError("the export names no namespace; pass one to import into")
-    ns = check_namespace(target, memory.policy.limits)
-    store, graph = memory.store, memory.graph
+    ns = _target_namespace(memory, document, namespace, keep_namespace)
+    store, graph, objects = memory.store, memory.graph, memory.objects
     result = ImportResult(namespace=ns)
 
     ids = [m.id for m in memories] + [r.id for r, _ in archives]
@@ -193,78 +312,90 @@ async def import_document(
             f"(e.g. {sorted(present)[0]!r}); import into another namespace, or skip them"
         )
     result.skipped = sorted(present)
-    dimension = await store.dimension()
+    dimension = await memory.dimension()
     exported = document.get("dimension")
-    if dimension is not None and exported is not None and dimension != exported:
-        raise ValidationError(
+    if exported is not None and exported != dimension:
+        raise DimensionMismatchError(
             f"the export holds {exported}-d embeddings but this store holds {dimension}-d "
-            "ones; import into a new store"
+            "ones; import into a store whose embedder makes the same size"
         )
-
+    limits = memory.policy.limits
     fresh = [m.model_copy(update={"namespace": ns}) for m in memories if m.id not in present]
-    for start in range(0, len(fresh), PAGE):
-        batch = fresh[start : start + PAGE]
-        await store.put_many(ns, batch)
-        result.memories += len(batch)
-        progress(len(batch))
-
-    for record, original in archives:
-        if record.id in present:
-            continue
-        await _import_archive(memory, ns, record, original)
-        result.archives += 1
-        progress(1)
-
+    new_archives = [(r, o) for r, o in archives if r.id not in present]
+    for m in fresh:
+        _check_memory(m, limits, dimension)
+    for record, original in new_archives:
+        _check_archive(record, original, limits, dimension)
+    await _check_references(memory, ns, fresh, set(ids))
     live = {m.id for m in memories}
     keep = [x for x in links if x.source in live and x.target in live]
     keep = [x for x in keep if x.source not in present and x.target not in present]
-    if keep:
-        await graph.upsert_links(ns, keep)
-        result.links = len(keep)
+
+    written: list[str] = []  # originals put into object storage, taken back on failure
+    try:
+        records = [await _put_original(memory, ns, r, o, written) for r, o in new_archives]
+        async with store.transaction():
+            for start in range(0, len(fresh), PAGE):
+                batch = fresh[start : start + PAGE]
+                await store.put_many(ns, batch)
+                result.memories += len(batch)
+                progress(len(batch))
+            for start in range(0, len(records), PAGE):
+                batch_records = records[start : start + PAGE]
+                await _archive(memory, ns, batch_records)
+                result.archives += len(batch_records)
+                progress(len(batch_records))
+            if keep:
+                await graph.upsert_links(ns, keep)
+                result.links = len(keep)
+    except BaseException:
+        for key in written:
+            with contextlib.suppress(Exception):
+                await objects.delete(ns, key)
+        raise
     return result
 
 
-async def _import_archive(
-    memory: AsyncTieredMemory, ns: str, record: ArchiveRecord, original: Any
-) -> None:
-    """Original first, then the record: a failure leaves no record without its original.
-
-    The store only creates archive records by replacing a live memory (the archival
-    path), so the record replaces a placeholder carrying its summary, in one
-    transaction."""
-    store, objects = memory.store, memory.objects
+async def _put_original(
+    memory: AsyncTieredMemory,
+    ns: str,
+    record: ArchiveRecord,
+    original: str | None,
+    written: list[str],
+) -> ArchiveRecord:
+    """Put an archived original (checked against its checksum) into object storage,
+    before the transaction that writes its record: no record without its original."""
+    objects = memory.objects
     record = record.model_copy(update={"namespace": ns})
-    if original is not None:
-        if not isinstance(original, str):
-            raise ValidationError(f"the original of archived {record.id!r} is not text")
-        data = original.encode("utf-8")
-        if sha256_hex(data) != record.checksum:
-            raise ArchiveIntegrityError(
-                f"the exported original of {record.id!r} does not match its checksum"
-            )
-        await objects.put(ns, record.id, data)
-        head = await objects.head(ns, record.id)
-        if head is None or head.checksum != record.checksum:
-            raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
-        record = record.model_copy(update={"storage_ref": objects.ref(ns, record.id)})
-    else:
-        record = record.model_copy(update={"storage_verified": False})
-    if record.summary_embedding is None:
-        raise ValidationError(f"archived {record.id!r} has no summary embedding in the export")
-    placeholder = Memory(
-        id=record.id,
-        namespace=ns,
-        content=record.summary,
-        memory_type=record.memory_type,
-        importance=record.importance,
-        tier=Tier.COLD,
-        embedding=record.summary_embedding,
-        created_at=record.created_at,
-        updated_at=record.archived_at,
-    )
-    async with store.transaction():
-        await store.put_many(ns, [placeholder])
-        await store.archive_many(ns, [record])
+    if original is None:
+        return record.model_copy(update={"storage_verified": False})
+    await objects.put(ns, record.id, original.encode("utf-8"))
+    written.append(record.id)
+    head = await objects.head(ns, record.id)
+    if head is None or head.checksum != record.checksum:
+        raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
+    return record.model_copy(update={"storage_ref": objects.ref(ns, record.id)})
+
+
+async def _archive(memory: AsyncTieredMemory, ns: str, records: Sequence[ArchiveRecord]) -> None:
+    """The store only creates archive records by replacing a live memory (the archival
+    path), so each record replaces a placeholder carrying its summary."""
+    placeholders = [
+        Memory(
+            id=record.id,
+            namespace=ns,
+            content=record.summary,
+            memory_type=record.memory_type,
+            importance=record.importance,
+            tier=Tier.COLD,
+            embedding=record.summary_embedding,
+            created_at=record.created_at,
+            updated_at=record.archived_at,
+        )
+        for record in records
+    ]
+    await memory.store.put_many(ns, placeholders)
+    await memory.store.archive_many(ns, records)
 
 
 # -- copying into a new SQLite file -------------------------------------------------------------
@@ -295,7 +426,7 @@ async def export_sqlite(
         target, embedder=memory.embedder, policy=memory.policy, clock=memory.clock
     )
     try:
-        return await import_document(copy, document)
+        return await import_document(copy, document, keep_namespace=True)
     finally:
         await copy.close()
 
@@ -510,11 +641,6 @@ def note_id(note: MarkdownNote) -> str:
     return f"md-{digest[:24]}"
 
 
-def _chunks(items: Sequence[MemoryInput], size: int) -> Iterator[Sequence[MemoryInput]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 async def import_markdown(
     memory: AsyncTieredMemory,
     path: str | PathLike[str],
@@ -523,9 +649,9 @@ async def import_markdown(
     importance: float = 0.5,
     progress: Progress = _noop,
 ) -> ImportResult:
-    """Import MEMORY.md-style notes as memories (HOT, as new captures are). Each note's
-    `source` is its file's path; its headings and line are in `metadata`. Notes already
-    imported (same file, same text) are skipped."""
+    """Import MEMORY.md-style notes as memories (HOT, as new captures are), all or
+    nothing. Each note's `source` is its file's path; its headings and line are in
+    `metadata`. Notes already imported (same file, same text) are skipped."""
     from .engine import MemoryInput
 
     ns = check_namespace(namespace, memory.policy.limits)
@@ -554,11 +680,12 @@ async def import_markdown(
         if i not in present
     ]
     progress(len(present))
-    for batch in _chunks(items, 100):
-        # dedup off: a note is its own memory even when another says nearly the same
-        added = await memory.add_many(list(batch), namespace=ns, dedup=False)
-        result.memories += len(added)
-        progress(len(batch))
+    if items:
+        # One call, so all or nothing: every note is checked and embedded before the one
+        # write. dedup off: a note is its own memory even when another says nearly the same.
+        added = await memory.add_many(items, namespace=ns, dedup=False)
+        result.memories = len(added)
+        progress(len(items))
     return result
 
 

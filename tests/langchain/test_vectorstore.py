@@ -20,8 +20,11 @@ from tiered_memory import (
     Policy,
     Tier,
     TieredMemory,
+    TieredMemoryError,
     ValidationError,
 )
+
+from .fakes import FailingEmbeddings
 
 
 class TestTieredMemoryVectorStoreStandard(VectorStoreIntegrationTests):
@@ -195,3 +198,20 @@ def test_a_refused_replacement_keeps_the_stored_document(
     assert docs_store.get_by_ids(["d"]) == [
         Document(id="d", page_content="original", metadata={"v": 1})
     ]
+
+
+def test_a_replacement_whose_embedding_fails_keeps_the_stored_document(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    with TieredMemoryVectorStore.embedded(
+        tmp_path / "flaky.db", FailingEmbeddings(size=16), clock=clock
+    ) as store:
+        store.add_texts(["original"], metadatas=[{"v": 1}], ids=["d"])
+        with pytest.raises((ConnectionError, TieredMemoryError)):
+            store.add_texts(["boom"], metadatas=[{"v": 2}], ids=["d"])
+        with pytest.raises((ConnectionError, TieredMemoryError)):
+            store.add_texts(["fine", "boom"], ids=["e", "d"])  # nothing of the batch lands
+        assert store.get_by_ids(["d", "e"]) == [
+            Document(id="d", page_content="original", metadata={"v": 1})
+        ]
+        assert store.similarity_search("original", k=1)[0].id == "d"

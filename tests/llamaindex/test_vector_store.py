@@ -26,6 +26,7 @@ from llamaindex_tiered_memory import (
     UnsupportedQueryError,
 )
 from tiered_memory import (
+    DimensionMismatchError,
     HashingEmbedder,
     ManualClock,
     Tier,
@@ -180,6 +181,45 @@ def test_add_replaces_a_node_stored_under_the_same_id(
     store.add([node("second version", "n1", vec("second version"), v=2)])
     memories = mem.list(namespace=NS)
     assert [(m.id, m.content, m.metadata["v"]) for m in memories] == [("n1", "second version", 2)]
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        node("second version", "n1", [float("nan")] * DIM),
+        node("second version", "n1", [0.1] * (DIM + 1)),
+        node("second\x00version", "n1", vec("second version")),
+        node("second version", "n1", vec("second version"), big=2**70),
+    ],
+    ids=["nan-embedding", "other-dimension", "nul-in-text", "integer-out-of-range"],
+)
+def test_a_refused_replacement_keeps_the_stored_node(
+    store: TieredMemoryVectorStore, mem: TieredMemory, replacement: TextNode
+) -> None:
+    """The new node is checked before the old one is touched: nothing is lost."""
+    store.add([node("first version", "n1", vec("first version"), v=1)])
+    with pytest.raises(ValidationError):
+        store.add([node("another", "n2", vec("another")), replacement])
+    assert [(m.id, m.content) for m in mem.list(namespace=NS)] == [("n1", "first version")]
+    [kept] = store.get_nodes(["n1"])
+    assert kept.get_content() == "first version"
+
+
+def test_an_index_with_another_embedding_size_is_refused_before_writing(
+    mem: TieredMemory,
+) -> None:
+    """The memory embeds with a 64-d model; an index embedding with an 8-d one must not
+    fix the file at 8-d (after which every add, search and recall of every namespace
+    failed). Its insert is refused, and the memory keeps working."""
+    store = TieredMemoryVectorStore(mem, namespace=NS)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
+    with pytest.raises(DimensionMismatchError, match="8"):
+        index.insert(Document(text="an 8-d chunk", doc_id="small"))
+    assert mem.stats(namespace=NS).total == 0
+    added = mem.add("Ava plays the violin", namespace="other")
+    assert mem.search("violin", namespace="other")[0].memory.id == added.id
+    assert "violin" in mem.recall("violin", namespace="other").text
+    assert mem.run(mem.aio.store.dimension()) == DIM
 
 
 def test_duplicate_ids_in_one_add_replace_nothing(
