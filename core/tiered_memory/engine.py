@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -20,12 +21,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
 
 from . import decay, validation
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
-from .clock import SystemClock
-from .embeddings import HashingEmbedder, as_embedder
+from .clock import CheckedClock, SystemClock
+from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
@@ -43,7 +45,6 @@ from .models import (
     SearchResults,
     Stats,
     Tier,
-    utc,
 )
 from .policy import Policy
 from .ports import (
@@ -78,14 +79,32 @@ class MemoryInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    content: str
+    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
+    content: str = Field(strict=True)
     memory_type: MemoryType | str = MemoryType.EPISODIC
     importance: float = 0.4
     metadata: dict[str, Any] | None = None
-    source: str = "api"
-    pinned: bool = False
+    source: str = Field(default="api", strict=True)
+    pinned: bool = Field(default=False, strict=True)
     embedding: Any = None
-    id: str | None = None
+    id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
+        """Build one from keyword fields; a bad field is a ValidationError naming it."""
+        try:
+            return cls(**fields)
+        except (TypeError, PydanticError) as e:
+            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
+
+
+def _fields_message(error: Exception) -> str:
+    """pydantic's errors as one line: "content: Input should be a valid string"."""
+    if not isinstance(error, PydanticError):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
+    )
 
 
 class _Prepared(BaseModel):
@@ -119,9 +138,12 @@ class AsyncTieredMemory:
         self.graph = graph
         self.objects = objects
         self.summarizer = summarizer
-        self.embedder: Embedder = as_embedder(embedder)
         self.policy = policy or Policy()
-        self.clock: Clock = clock or SystemClock()
+        # guarded: a failing, hanging or broken embedder or clock is a typed error
+        self.embedder: Embedder = checked_embedder(
+            embedder, self.policy.limits.embed_timeout_seconds
+        )
+        self.clock: Clock = CheckedClock(clock or SystemClock())
         self.tokens: TokenCounter = tokens or TiktokenCounter()
         self.retriever = Retriever(store, graph, self.policy)
         self.archiver = Archiver(
@@ -227,7 +249,7 @@ class AsyncTieredMemory:
         seen_ids: set[str] = set()
         for i, item in enumerate(items):
             content = validation.check_content(item.content, limits)
-            memory_id = validation.check_id(item.id) if item.id is not None else None
+            memory_id = validation.check_id(item.id, limits) if item.id is not None else None
             if memory_id is not None:
                 if memory_id in seen_ids:
                     raise ValidationError(f"id {memory_id!r} appears twice in one call")
@@ -240,7 +262,9 @@ class AsyncTieredMemory:
                     memory_type=MemoryType.parse(item.memory_type),
                     importance=validation.check_importance(item.importance),
                     metadata=validation.check_metadata(item.metadata, limits),
-                    source=str(item.source),
+                    source=validation.check_label(
+                        item.source, "source", limits.max_source_chars, "max_source_chars"
+                    ),
                     pinned=bool(item.pinned),
                     created_at=now,
                     updated_at=now,
@@ -248,6 +272,7 @@ class AsyncTieredMemory:
                     **kwargs,
                 )
             )
+            self.objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
             if item.embedding is not None:
                 given[i] = validation.check_vector(item.embedding, None)
         to_embed = [i for i in range(len(items)) if i not in given]
@@ -281,19 +306,18 @@ class AsyncTieredMemory:
     ) -> Memory:
         """Remember `content` in HOT. A near-duplicate strengthens the existing memory
         instead (its use is counted), and that memory is returned."""
-        try:
-            item = MemoryInput(
-                content=content,
-                memory_type=memory_type,
-                importance=importance,
-                metadata=dict(metadata) if metadata is not None else None,
-                source=source,
-                pinned=pinned,
-                embedding=embedding,
-                id=id,
-            )
-        except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
-            raise ValidationError(f"bad memory: {e}") from e
+        item = MemoryInput.parse(
+            {
+                "content": content,
+                "memory_type": memory_type,
+                "importance": importance,
+                "metadata": metadata,
+                "source": source,
+                "pinned": pinned,
+                "embedding": embedding,
+                "id": id,
+            }
+        )
         return (await self.add_many([item], namespace=namespace))[0]
 
     async def add_many(
@@ -311,7 +335,10 @@ class AsyncTieredMemory:
         search per item; pass dedup=False, link=False for bulk imports.
         """
         ns = self._ns(namespace)
-        inputs = [self._as_input(x) for x in items]
+        inputs = [self._as_input(x) for x in validation.check_items(items)]
+        if dedup is not None:
+            validation.check_flag(dedup, "dedup")
+        validation.check_flag(link, "link")
         if not inputs:
             return []
         prepared = await self._prepare(ns, inputs)
@@ -418,11 +445,13 @@ class AsyncTieredMemory:
         if isinstance(item, str):
             return MemoryInput(content=item)
         if isinstance(item, Mapping):
-            try:
-                return MemoryInput(**item)
-            except Exception as e:
-                raise ValidationError(f"bad memory item: {e}") from e
-        raise ValidationError(f"cannot add a {type(item).__name__}; pass a str or a dict")
+            if not all(isinstance(key, str) for key in item):
+                raise ValidationError("the keys of a memory item must be field names")
+            return MemoryInput.parse(item)
+        raise ValidationError(
+            f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
+            "fields or a MemoryInput"
+        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -454,7 +483,9 @@ class AsyncTieredMemory:
     ) -> builtins.list[Memory]:
         """A page of memories ordered by id; pass the last id as `after_id` for the next."""
         ns = self._ns(namespace)
-        validation.check_k(limit, "limit")
+        validation.check_count(limit, "limit", self.policy.limits)
+        if after_id is not None:
+            after_id = validation.check_id(after_id, what="after_id")
         t = Tier.parse(tier) if tier is not None else None
         if t is Tier.ARCHIVED:
             records = await self.store.scan_archives(ns, after_id=after_id, limit=limit)
@@ -500,7 +531,8 @@ class AsyncTieredMemory:
         `query` still drives the lexical signal. `ids` restricts the candidates.
         """
         ns = self._ns(namespace)
-        validation.check_k(k)
+        validation.check_count(k, "k", self.policy.limits)
+        validation.check_query(query, self.policy.limits)
         plan = self._plan(
             k,
             deep,
@@ -531,19 +563,22 @@ class AsyncTieredMemory:
         fill: int | None = None,
     ) -> SearchPlan:
         meta = validation.check_filters(metadata)
-        types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
+        named = validation.check_list(memory_types, "memory_types") if memory_types else []
+        types = frozenset(MemoryType.parse(t) for t in named) if named else None
+        if tiers is not None:
+            tiers = validation.check_list(tiers, "tiers")
         filters = SearchFilter(
-            include_forgotten=include_forgotten,
+            include_forgotten=validation.check_flag(include_forgotten, "include_forgotten"),
             memory_types=types,
             metadata=meta,
             ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
         )
         return SearchPlan(
             k=k,
-            deep=deep,
-            include_archived=include_archived,
+            deep=validation.check_flag(deep, "deep"),
+            include_archived=validation.check_flag(include_archived, "include_archived"),
             tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
-            weights=resolve_fusion_weights(self.policy.fusion, weights),
+            weights=resolve_fusion_weights(self.policy.fusion, validation.check_weights(weights)),
             filters=filters,
             force_ids=force_ids,
             fill=fill,
@@ -556,8 +591,6 @@ class AsyncTieredMemory:
         plan: SearchPlan,
         query_embedding: Sequence[float] | Vector | None = None,
     ) -> SearchResults:
-        if not isinstance(query, str):
-            raise ValidationError("query must be a string")
         if query_embedding is not None:
             vector = validation.check_vector(query_embedding, None, what="query_embedding")
         else:
@@ -590,15 +623,12 @@ class AsyncTieredMemory:
             rp.default_budget_tokens if budget_tokens is None else budget_tokens
         )
         limit = (
-            validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
+            validation.check_count(max_items, "max_items", self.policy.limits)
+            if max_items is not None
+            else rp.max_items
         )
-        pinned_ids: frozenset[str] = frozenset()
-        if tiers is None and ids is None and not metadata and not memory_types:
-            # pinned memories are always candidates, unless the caller narrowed the search
-            pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
-            )
-            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+        validation.check_flag(record_use, "record_use")
+        validation.check_query(query, self.policy.limits)
         plan = self._plan(
             max(rp.candidates, limit),
             deep,
@@ -607,10 +637,17 @@ class AsyncTieredMemory:
             weights,
             memory_types,
             metadata,
-            force_ids=pinned_ids,
             ids=ids,
             fill=limit,
         )
+        filters = plan.filters
+        if tiers is None and ids is None and not filters.metadata and not filters.memory_types:
+            # pinned memories are always candidates, unless the caller narrowed the search
+            pinned = await self.store.scan(
+                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(limit, 1) * 5)
+            )
+            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+            plan = dataclasses.replace(plan, force_ids=pinned_ids)
         hits = (
             await self._search(ns, query, plan, query_embedding)
             if budget > 0
@@ -726,6 +763,8 @@ class AsyncTieredMemory:
         """Every term of one memory's score for `query` (or its decay terms alone)."""
         ns = self._ns(namespace)
         validation.check_id(id)
+        if query is not None:
+            validation.check_query(query, self.policy.limits)
         memory = await self.get(id, namespace=ns)
         if memory is None:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
@@ -802,7 +841,7 @@ class AsyncTieredMemory:
         memory, its links and (for an archived one) its stored original."""
         ns = self._ns(namespace)
         validation.check_id(id)
-        if not hard:
+        if not validation.check_flag(hard, "hard"):
             await self._patch(ns, id, MemoryPatch(do_not_inject=True, updated_at=self.clock.now()))
             return
         live = await self.store.get_many(ns, [id])
@@ -823,6 +862,7 @@ class AsyncTieredMemory:
         memories were forgotten (hard: deleted, with links and archived originals)."""
         ns = self._ns(namespace)
         wanted = validation.check_ids(ids)
+        validation.check_flag(hard, "hard")
         live = await self.store.get_many(ns, wanted)
         if not hard:
             return await self.store.patch_many(
@@ -926,7 +966,7 @@ class AsyncTieredMemory:
     ) -> Link:
         """Associate two memories of one namespace explicitly (both directions)."""
         ns = self._ns(namespace)
-        if source == target:
+        if validation.check_id(source, what="source") == validation.check_id(target, what="target"):
             raise ValidationError("a memory cannot be linked to itself")
         w = validation.check_importance(weight)
         await self._require(ns, source)
@@ -963,7 +1003,8 @@ class AsyncTieredMemory:
         cost, changing nothing. Returns a report with `skipped=True` when another sweep
         of this store is running (in this process or, for SQLite, any other).
         """
-        when = utc(now) if now is not None else self.clock.now()
+        when = validation.check_when(now) if now is not None else self.clock.now()
+        validation.check_flag(dry_run, "dry_run")
         ns = self._ns(namespace) if namespace is not None else None
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
@@ -982,6 +1023,8 @@ class AsyncTieredMemory:
     ) -> int:
         """Archive these memories now, whatever their tier (pinned and core excepted)."""
         ns = self._ns(namespace)
+        limits = self.policy.limits
+        validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")
         memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
         for m in memories:
             if m.pinned or m.core:
@@ -1025,6 +1068,10 @@ class AsyncTieredMemory:
         on_report: Callable[[MaintenanceReport], None] | None = None,
     ) -> MaintenanceRunner:
         """A background runner repeating `maintain()` (default every 6 h)."""
+        if interval is not None and not isinstance(interval, timedelta):
+            raise ValidationError("interval must be a timedelta, e.g. timedelta(hours=6)")
+        if on_report is not None and not callable(on_report):
+            raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
 

@@ -408,7 +408,7 @@ def test_budgets_zero_huge_and_wrong(probe: Probe, budget: Any, max_items: int |
         )
     )
     budget_ok = isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0
-    items_ok = max_items is None or max_items >= 1
+    items_ok = max_items is None or 1 <= max_items <= mem.policy.limits.max_results
     if not (budget_ok and items_ok):
         assert isinstance(result, ValidationError), (budget, max_items)
         return
