@@ -34,7 +34,6 @@ import numpy as np
 
 from tiered_memory.errors import (
     DimensionMismatchError,
-    NamespaceError,
     ValidationError,
 )
 from tiered_memory.models import (
@@ -56,7 +55,15 @@ from tiered_memory.ports import (
     SearchFilter,
     Vector,
 )
-from tiered_memory.validation import check_id, check_importance, check_k, check_vector
+from tiered_memory.validation import (
+    check_id,
+    check_importance,
+    check_k,
+    check_vector,
+)
+from tiered_memory.validation import (
+    check_namespace as _check_namespace,
+)
 
 from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
 from .sqlite_query import (
@@ -142,12 +149,6 @@ def _blob(vector: Vector) -> bytes:
 def _from_blob(blob: bytes) -> Vector:
     vector: Vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
     return vector
-
-
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _json(value: Any, what: str) -> str:
