@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tiered_memory import (
+    AsyncTieredMemory,
     BackendUnavailableError,
     ConfigurationError,
     EmbedderError,
@@ -30,8 +31,12 @@ from tiered_memory import (
     TieredMemoryError,
     ValidationError,
 )
+from tiered_memory.archives.s3 import S3ObjectStore
+from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.policy import Limits
 from tiered_memory.ports import Matrix, Vector
+from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .conftest import START
 from .invariants import sqlite_store
@@ -384,3 +389,39 @@ def test_valid_calls_still_work(probe: Probe) -> None:
     assert [type(m) for m in added] == [Memory, Memory]
     assert mem.maintain(now=datetime(2026, 1, 2, tzinfo=timezone.utc)).errors == []
     assert mem.archive([probe.sentinel.id], reason="cleanup") == 1
+
+
+# -- what an adapter needs, checked when a namespace or id is first used ---------------------
+
+
+async def _memory_over_s3(path: Path) -> AsyncTieredMemory:
+    """An embedded store with S3 for originals (never reached: keys are computed locally)."""
+    store = await SQLiteMemoryStore.open(path)
+    return AsyncTieredMemory(
+        store=store,
+        graph=SQLiteAssociationGraph(store.database),
+        objects=S3ObjectStore("bucket", endpoint_url="http://127.0.0.1:9", region_name="us-east-1"),
+        summarizer=ExtractiveSummarizer(),
+        embedder=HashingEmbedder(DIM),
+        clock=ManualClock(START),
+    )
+
+
+@pytest.mark.parametrize(
+    ("namespace", "memory_id"),
+    [("\U0001f600" * 256, None), ("n", "\U0001f600" * 255), ("\u00e9" * 256, "\u00e9" * 300)],
+    ids=["256-emoji-namespace", "1000-byte-id", "both"],
+)
+def test_an_s3_key_too_long_is_refused_when_first_written(
+    tmp_path: Path, namespace: str, memory_id: str | None
+) -> None:
+    """It used to be accepted, then never archived (pausing archival on every sweep)."""
+    mem = TieredMemory.from_async(_memory_over_s3(tmp_path / "s3.db"))
+    try:
+        before = state_of(mem.aio, tmp_path / "none")
+        with pytest.raises(ValidationError, match="S3 allows 1024"):
+            mem.add("a memory that could never be archived", namespace=namespace, id=memory_id)
+        assert state_of(mem.aio, tmp_path / "none") == before
+        assert mem.add("a short key is fine", namespace="n", id="short").id == "short"
+    finally:
+        mem.close()
