@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from tiered_memory import TieredMemory
+from tiered_memory import TieredMemory, ValidationError
 
 from ._common import DEFAULT_NAMESPACE, hit_document, run_sync
 
@@ -64,7 +64,7 @@ class TieredMemoryRetriever(BaseRetriever):
     async def _retrieve(self, query: str, overrides: dict[str, Any]) -> list[Document]:
         unknown = set(overrides) - _OVERRIDABLE - _IGNORED
         if unknown:
-            raise TypeError(
+            raise ValidationError(
                 f"unexpected argument(s) {sorted(unknown)}; "
                 f"a call may override only {sorted(_OVERRIDABLE)}"
             )

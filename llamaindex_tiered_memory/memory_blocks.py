@@ -8,7 +8,14 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from tiered_memory import AsyncTieredMemory, MemoryInput, MemoryType, TieredMemory
+from tiered_memory import (
+    AsyncTieredMemory,
+    MemoryInput,
+    MemoryType,
+    TieredMemory,
+    ValidationError,
+    validation,
+)
 
 from ._core_gaps import engine_of, run_async
 
@@ -49,11 +56,8 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        query = "\n".join(
-            text
-            for m in (messages or [])[-self.retrieval_context_window :]
-            if (text := _text(m).strip())
-        )
+        recent = _messages(messages)[-self.retrieval_context_window :]
+        query = "\n".join(text for m in recent if (text := _text(m).strip()))
         if not query:
             return ""
         engine = engine_of(self.memory)
@@ -68,7 +72,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         engine = engine_of(self.memory)
         limit = engine.policy.limits.max_content_chars
         items: list[MemoryInput] = []
-        for message in messages:
+        for message in _messages(messages):
             role = message.role.value
             text = _text(message).strip()
             if role not in self.capture_roles or not text:
@@ -93,6 +97,9 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the lowest-scored memories come last) until
         at least `tokens_to_truncate` tokens are gone; a memory is never cut mid-line."""
+        if not isinstance(content, str):
+            raise ValidationError(f"content must be a string, got {type(content).__name__}")
+        validation.check_budget(tokens_to_truncate)  # a count of tokens, like a budget
         if tokens_to_truncate <= 0:
             return content
         count = engine_of(self.memory).tokens.count
@@ -101,6 +108,19 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         while lines and count("\n".join(lines)) > target:
             lines.pop()
         return "\n".join(lines) if lines else None
+
+
+def _messages(messages: object) -> list[ChatMessage]:
+    """A list of ChatMessage (None is none); anything else is refused before use."""
+    if messages is None:
+        return []
+    listed = validation.check_list(messages, "messages")
+    for message in listed:
+        if not isinstance(message, ChatMessage):
+            raise ValidationError(
+                f"messages must be ChatMessage objects, got {type(message).__name__}"
+            )
+    return listed
 
 
 def _text(message: ChatMessage) -> str:

@@ -1102,6 +1102,7 @@ def _blocking(
     call.__name__ = method.__name__
     call.__qualname__ = f"TieredMemory.{method.__name__}"
     call.__doc__ = method.__doc__
+    call.__wrapped__ = method  # type: ignore[attr-defined]  # for inspect.signature
     return call
 
 

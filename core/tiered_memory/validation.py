@@ -368,4 +368,10 @@ def check_list(value: object, what: str) -> list[Any]:
     return list(value)
 
 
-_EXAMPLES = {"tiers": "'hot', 'warm'", "memory_types": "'factual'"}
+_EXAMPLES = {
+    "tiers": "'hot', 'warm'",
+    "memory_types": "'factual'",
+    "texts": "'some text'",
+    "ids": "'doc-1'",
+    "metadatas": "{'source': 'notes'}",
+}

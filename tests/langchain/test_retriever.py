@@ -9,7 +9,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from langchain_tiered_memory import TieredMemoryRetriever
-from tiered_memory import MemoryType, Tier, TieredMemory
+from tiered_memory import MemoryType, Tier, TieredMemory, ValidationError
 
 NS = "user-42"
 
@@ -111,7 +111,7 @@ def test_forgotten_memories_are_not_retrieved(mem: TieredMemory) -> None:
 
 def test_unknown_call_arguments_are_refused(mem: TieredMemory) -> None:
     retriever = TieredMemoryRetriever(memory=mem, namespace=NS)
-    with pytest.raises(TypeError, match="tiers"):
+    with pytest.raises(ValidationError, match="tiers"):
         retriever.invoke("tea", tiers=["hot"])
 
 
