@@ -591,11 +591,13 @@ class AsyncTieredMemory:
         plan: SearchPlan,
         query_embedding: Sequence[float] | Vector | None = None,
     ) -> SearchResults:
+        # Checked once, here: the retriever and the store take the vector as valid.
         if query_embedding is not None:
-            vector = validation.check_vector(query_embedding, None, what="query_embedding")
+            dimension = await self.store.dimension()
+            vector = validation.check_vector(query_embedding, dimension, what="query_embedding")
         else:
-            vector = await self.embedder.embed_query(query)
-        await self._dimension_check([vector])
+            vector = await self.embedder.embed_query(query)  # finite: the guard checked
+            await self._dimension_check([vector])
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(

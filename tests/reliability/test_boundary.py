@@ -425,3 +425,48 @@ def test_an_s3_key_too_long_is_refused_when_first_written(
         assert mem.add("a short key is fine", namespace="n", id="short").id == "short"
     finally:
         mem.close()
+
+
+# -- one boundary ------------------------------------------------------------------------
+
+PACKAGES = [
+    Path(__file__).parents[2] / p
+    for p in ("core/tiered_memory", "langchain_tiered_memory", "llamaindex_tiered_memory")
+]
+
+
+def test_one_definition_of_a_valid_namespace() -> None:
+    """Only the boundary says what a namespace is; adapters call it (they used to keep
+    five copies, one of which accepted '   ')."""
+    defining = sorted(
+        str(path.relative_to(path.parents[1]))
+        for package in PACKAGES
+        for path in package.rglob("*.py")
+        if "raise NamespaceError" in path.read_text(encoding="utf-8")
+    )
+    assert defining == ["tiered_memory/validation.py"], defining
+
+
+def test_a_search_checks_its_query_vector_once(
+    probe: Probe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiered_memory import validation
+    from tiered_memory.stores import sqlite, sqlite_archives
+
+    calls: list[str] = []
+    real = validation.check_vector
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("what", "embedding"))
+        return real(*args, **kwargs)
+
+    for module in (validation, sqlite, sqlite_archives):
+        monkeypatch.setattr(module, "check_vector", counted, raising=False)
+    probe.mem.archive([probe.sentinel.id])
+    probe.mem.add_many([f"fact {i} about the boiler" for i in range(10)])
+    calls.clear()
+    probe.mem.search("boiler", deep=True, include_archived=True)
+    assert len(calls) == 1, calls
+    calls.clear()
+    probe.mem.search("boiler", deep=True, query_embedding=np.ones(DIM, dtype=np.float32))
+    assert calls == ["query_embedding"]

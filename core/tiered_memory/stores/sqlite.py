@@ -650,7 +650,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             self._refresh_archive_index(conn, ns, archive, ids)
 
     def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
-        vector = check_vector(query, None, what="query vector")
+        """The unit query and the store's dimension. The query is finite and flat (the
+        engine checked it); only its size is compared, with what this file holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
         dim = self._dimension(conn)
         if dim is None:
             return None
@@ -778,8 +780,6 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         best: list[list[tuple[str, float]]] = [[] for _ in range(matrix.shape[0])]
         if not best:
             return best
-        for row in matrix:
-            check_vector(row, None, what="query vector")
         await self._db.gate()
         with self._db.read() as conn:
             dim = self._dimension(conn)
