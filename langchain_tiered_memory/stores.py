@@ -48,6 +48,7 @@ from tiered_memory import (
     PathNamespace,
     TieredMemory,
     ValidationError,
+    validation,
 )
 from tiered_memory.ports import FilterOp, MetadataFilter
 
@@ -126,8 +127,9 @@ class TieredMemoryStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in order; a read sees the writes of earlier ops of the batch."""
-        ops = list(ops)
+        ops = validation.check_list(ops, "ops")
         for op in ops:
+            _check_op(op)
             validate_op_namespace(op)
         results: list[Result] = []
         for op in ops:
@@ -138,10 +140,8 @@ class TieredMemoryStore(BaseStore):
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(await self._search(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(await self._list_namespaces(op))
             else:
-                raise ValidationError(f"unknown store operation {type(op).__name__}")
+                results.append(await self._list_namespaces(op))
         return results
 
     async def _get(self, op: GetOp) -> Item | None:
@@ -237,6 +237,35 @@ class TieredMemoryStore(BaseStore):
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
         return namespaces[op.offset : op.offset + op.limit]
+
+
+def _check_op(op: object) -> None:
+    """The fields LangGraph's dataclasses leave unchecked, before any op of a batch runs
+    (a bad limit or filter must not fail a batch halfway, after earlier puts)."""
+    if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
+        raise ValidationError(
+            f"unknown store operation {type(op).__name__}; pass GetOp, PutOp, SearchOp "
+            "or ListNamespacesOp"
+        )
+    if isinstance(op, (SearchOp, ListNamespacesOp)):
+        for name in ("limit", "offset"):
+            value = getattr(op, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"{name} must be an integer >= 0, got {value!r:.60}")
+    if isinstance(op, ListNamespacesOp) and op.max_depth is not None:
+        validation.check_k(op.max_depth, "max_depth")
+    if isinstance(op, SearchOp):
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise ValidationError("a search filter is a dict of field -> value or {$op: value}")
+        if op.query is not None and not isinstance(op.query, str):
+            raise ValidationError(f"query must be a string, got {type(op.query).__name__}")
+    if isinstance(op, PutOp):
+        if op.value is not None and not isinstance(op.value, Mapping):
+            raise ValidationError(f"an item's value is a dict, got {type(op.value).__name__}")
+        if op.index not in (None, False) and not (
+            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        ):
+            raise ValidationError("index is False, None or a list of field paths")
 
 
 def _item(memory: Memory, namespace: tuple[str, ...]) -> Item:

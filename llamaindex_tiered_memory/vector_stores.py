@@ -26,6 +26,7 @@ from tiered_memory import (
     MemoryType,
     Policy,
     TieredMemory,
+    validation,
 )
 from tiered_memory.ports import Clock
 from tiered_memory.ports import MetadataFilter as CoreFilter
@@ -163,7 +164,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
                 importance=self.importance,
                 source="llamaindex",
             )
-            for node in nodes
+            for node in validation.check_list(nodes, "nodes")
         ]
         # One atomic write: nodes stored under the same ids are replaced, and a batch
         # that fails validation changes nothing (the core checks repeated ids too).
@@ -199,7 +200,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         engine = engine_of(self._memory)
         ns = self.namespace
         if node_ids is not None:
-            found = [await engine.get(i, namespace=ns) for i in node_ids]
+            found = [await engine.get(i, namespace=ns) for i in validation.check_ids(node_ids)]
             candidates = [m for m in found if m is not None]
         else:
             candidates = [m async for m in every_memory(engine, ns)]
@@ -220,6 +221,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     async def _delete(self, ref_doc_id: str, kwargs: Mapping[str, Any]) -> None:
         """Hard-delete every node of the document, archived ones included."""
         _no_kwargs("delete", kwargs)
+        validation.check_id(ref_doc_id, what="ref_doc_id")
         by_doc = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=ref_doc_id)])
         await self._delete_nodes(None, by_doc, {})
 
@@ -279,6 +281,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             raise UnsupportedQueryError(
                 f"unknown query arguments {unknown}; the tiered store takes {sorted(_QUERY_KWARGS)}"
             )
+        _check_query(query)
         if query.node_ids:
             raise UnsupportedQueryError(
                 "VectorStoreQuery.node_ids is not supported: the core cannot restrict a "
@@ -293,8 +296,10 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         if query.doc_ids:
             metadata.append(CoreFilter("ref_doc_id", "in", list(query.doc_ids)))
         budget = kwargs.get("budget_tokens", self.budget_tokens)
-        deep = bool(kwargs.get("deep", False))
-        include_archived = bool(kwargs.get("include_archived", False))
+        deep = validation.check_flag(kwargs.get("deep", False), "deep")
+        include_archived = validation.check_flag(
+            kwargs.get("include_archived", False), "include_archived"
+        )
         engine = engine_of(self._memory)
         ns = self.namespace
         hits: list[Hit]
@@ -341,6 +346,31 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             similarities=[h.score for h in hits],
             ids=[h.memory.id for h in hits],
         )
+
+
+def _check_query(query: object) -> None:
+    """The fields of a VectorStoreQuery (a plain dataclass: nothing checks them)."""
+    if not isinstance(query, VectorStoreQuery):
+        raise UnsupportedQueryError(f"query must be a VectorStoreQuery, got {type(query).__name__}")
+    if query.query_str is not None and not isinstance(query.query_str, str):
+        raise UnsupportedQueryError("query_str must be a string or None")
+    if query.query_embedding is not None:
+        validation.check_vector(query.query_embedding, None, what="query_embedding")
+    if query.doc_ids is not None:
+        validation.check_ids(query.doc_ids)
+    if query.alpha is not None and (
+        isinstance(query.alpha, bool) or not isinstance(query.alpha, (int, float))
+    ):
+        raise UnsupportedQueryError(
+            f"alpha must be a number between 0 and 1, got {query.alpha!r:.60}"
+        )
+    try:
+        VectorStoreQueryMode(query.mode)
+    except ValueError as e:
+        raise UnsupportedQueryError(
+            f"query mode {query.mode!r:.60} is not supported; use 'default', 'hybrid' "
+            "(alpha = vector weight) or 'text_search'"
+        ) from e
 
 
 def _fusion_weights(query: VectorStoreQuery, text: str) -> dict[str, float] | None:

@@ -116,7 +116,8 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
 
     async def main() -> T:
         settings = common.settings()
-        namespace = common.namespace or settings.namespace
+        # `-n ""` is a mistake (an unset variable), not a request for the default
+        namespace = settings.namespace if common.namespace is None else common.namespace
         memory = await build_memory(settings)
         try:
             return await body(memory, namespace)
@@ -954,7 +955,10 @@ def import_(
     async def body(memory: AsyncTieredMemory, ns: str) -> transfer.ImportResult:
         if kind is ImportFormat.json:
             document = transfer.load_document(path)
-            total = len(document.get("memories", [])) + len(document.get("archives", []))
+            total = sum(
+                len(part) if isinstance(part := document.get(key), list) else 0
+                for key in ("memories", "archives")
+            )
             with _progress(total, "importing", not as_json) as advance:
                 return await transfer.import_document(
                     memory,

@@ -12,6 +12,7 @@ memory) made every later add, search and recall of every namespace fail.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -87,16 +88,21 @@ class EmbeddingDimension:
             await self.store.ensure_dimension(own)  # an empty store takes it; else refused
         return own
 
-    async def check_query(self, vector: Vector, *, embedded: bool) -> None:
-        """A query vector must have the stored vectors' size (nothing is recorded)."""
+    async def check_query_vector(self, vector: Sequence[float] | Vector) -> Vector:
+        """A caller's query vector, checked once (finite, flat, the stored vectors' size;
+        nothing is recorded): the retriever and the store take it as valid."""
         stored = await self.store.dimension()
-        if embedded:
-            own = self._learn(int(vector.size))
-            if stored is not None and stored != own:
-                raise ConfigurationError(
-                    f"this store holds {stored}-d embeddings but the embedder makes {own}-d "
-                    "ones; open it with the embedding model that wrote it"
-                )
-            return
         expected = stored if stored is not None else self.own
-        validation.check_vector(vector, expected, what="query_embedding")
+        return validation.check_vector(vector, expected, what="query_embedding")
+
+    async def check_embedded_query(self, vector: Vector) -> Vector:
+        """A query vector the embedder made (its guard checked it is finite and flat):
+        the embedder must make vectors of the stored size."""
+        stored = await self.store.dimension()
+        own = self._learn(int(vector.size))
+        if stored is not None and stored != own:
+            raise ConfigurationError(
+                f"this store holds {stored}-d embeddings but the embedder makes {own}-d "
+                "ones; open it with the embedding model that wrote it"
+            )
+        return vector

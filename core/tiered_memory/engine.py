@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -20,13 +21,14 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
 
 from . import decay, validation
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
-from .clock import SystemClock
+from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
-from .embeddings import HashingEmbedder, as_embedder
+from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
@@ -45,8 +47,8 @@ from .models import (
     SearchResults,
     Stats,
     Tier,
-    utc,
 )
+from .namespaces import stored_namespace
 from .policy import Policy
 from .ports import (
     AccessRecord,
@@ -80,14 +82,32 @@ class MemoryInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    content: str
+    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
+    content: str = Field(strict=True)
     memory_type: MemoryType | str = MemoryType.EPISODIC
     importance: float = 0.4
     metadata: dict[str, Any] | None = None
-    source: str = "api"
-    pinned: bool = False
+    source: str = Field(default="api", strict=True)
+    pinned: bool = Field(default=False, strict=True)
     embedding: Any = None
-    id: str | None = None
+    id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
+        """Build one from keyword fields; a bad field is a ValidationError naming it."""
+        try:
+            return cls(**fields)
+        except (TypeError, PydanticError) as e:
+            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
+
+
+def _fields_message(error: Exception) -> str:
+    """pydantic's errors as one line: "content: Input should be a valid string"."""
+    if not isinstance(error, PydanticError):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
+    )
 
 
 class _Prepared(BaseModel):
@@ -122,9 +142,12 @@ class AsyncTieredMemory:
         self.graph = graph
         self.objects = objects
         self.summarizer = summarizer
-        self.embedder: Embedder = as_embedder(embedder)
         self.policy = policy or Policy()
-        self.clock: Clock = clock or SystemClock()
+        # guarded: a failing, hanging or broken embedder or clock is a typed error
+        self.embedder: Embedder = checked_embedder(
+            embedder, self.policy.limits.embed_timeout_seconds
+        )
+        self.clock: Clock = CheckedClock(clock or SystemClock())
         self.tokens: TokenCounter = tokens or TiktokenCounter()
         self.retriever = Retriever(store, graph, self.policy)
         self.archiver = Archiver(
@@ -255,7 +278,7 @@ class AsyncTieredMemory:
         seen_ids: set[str] = set()
         for i, item in enumerate(items):
             content = validation.check_content(item.content, limits)
-            memory_id = validation.check_id(item.id) if item.id is not None else None
+            memory_id = validation.check_id(item.id, limits) if item.id is not None else None
             if memory_id is not None:
                 if memory_id in seen_ids:
                     raise ValidationError(f"id {memory_id!r} appears twice in one call")
@@ -268,7 +291,9 @@ class AsyncTieredMemory:
                     memory_type=MemoryType.parse(item.memory_type),
                     importance=validation.check_importance(item.importance),
                     metadata=validation.check_metadata(item.metadata, limits),
-                    source=str(item.source),
+                    source=validation.check_label(
+                        item.source, "source", limits.max_source_chars, "max_source_chars"
+                    ),
                     pinned=bool(item.pinned),
                     created_at=now,
                     updated_at=now,
@@ -276,21 +301,19 @@ class AsyncTieredMemory:
                     **kwargs,
                 )
             )
-            if item.embedding is not None:
+            self.objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
+            if item.embedding is not None:  # finite and flat; its size once known, below
                 given[i] = validation.check_vector(item.embedding, None)
         to_embed = [i for i in range(len(items)) if i not in given]
         measured: int | None = None
         if to_embed:
+            # the embedder's guard checked one finite row per text
             matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
-            if matrix.shape[0] != len(to_embed):
-                raise ValidationError("the embedder returned a different number of vectors")
             for row, i in enumerate(to_embed):
-                given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
+                given[i] = matrix[row]
             measured = int(matrix.shape[1])
         dimension = await self.dimensions.for_write(self.embedder, measured)
-        for i in range(len(items)):
-            validation.check_vector(given[i], dimension)
-        vectors = [given[i] for i in range(len(items))]
+        vectors = [validation.check_size(given[i], dimension) for i in range(len(items))]
         return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
 
     # -- writing ----------------------------------------------------------------------
@@ -314,19 +337,18 @@ class AsyncTieredMemory:
 
         An `id` that already exists is refused, unless `replace=True` (see `upsert`).
         """
-        try:
-            item = MemoryInput(
-                content=content,
-                memory_type=memory_type,
-                importance=importance,
-                metadata=dict(metadata) if metadata is not None else None,
-                source=source,
-                pinned=pinned,
-                embedding=embedding,
-                id=id,
-            )
-        except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
-            raise ValidationError(f"bad memory: {e}") from e
+        item = MemoryInput.parse(
+            {
+                "content": content,
+                "memory_type": memory_type,
+                "importance": importance,
+                "metadata": metadata,
+                "source": source,
+                "pinned": pinned,
+                "embedding": embedding,
+                "id": id,
+            }
+        )
         return (await self.add_many([item], namespace=namespace, replace=replace))[0]
 
     async def upsert(
@@ -351,6 +373,8 @@ class AsyncTieredMemory:
         explicit links are kept, the others are rebuilt by auto-linking for the new
         content. It is never merged into a near-duplicate.
         """
+        if id is None:  # add would make up an id: that is not a replace
+            raise ValidationError("upsert needs the id to store under, e.g. id='doc-1'")
         return await self.add(
             content,
             namespace=namespace,
@@ -384,7 +408,11 @@ class AsyncTieredMemory:
         a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
-        inputs = [self._as_input(x) for x in items]
+        inputs = [self._as_input(x) for x in validation.check_items(items)]
+        if dedup is not None:
+            validation.check_flag(dedup, "dedup")
+        validation.check_flag(link, "link")
+        validation.check_flag(replace, "replace")  # "no" is truthy: it would replace
         if not inputs:
             return []
         prepared = await self._prepare(ns, inputs)
@@ -540,11 +568,13 @@ class AsyncTieredMemory:
         if isinstance(item, str):
             return MemoryInput(content=item)
         if isinstance(item, Mapping):
-            try:
-                return MemoryInput(**item)
-            except Exception as e:
-                raise ValidationError(f"bad memory item: {e}") from e
-        raise ValidationError(f"cannot add a {type(item).__name__}; pass a str or a dict")
+            if not all(isinstance(key, str) for key in item):
+                raise ValidationError("the keys of a memory item must be field names")
+            return MemoryInput.parse(item)
+        raise ValidationError(
+            f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
+            "fields or a MemoryInput"
+        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -576,7 +606,9 @@ class AsyncTieredMemory:
     ) -> builtins.list[Memory]:
         """A page of memories ordered by id; pass the last id as `after_id` for the next."""
         ns = self._ns(namespace)
-        validation.check_k(limit, "limit")
+        validation.check_count(limit, "limit", self.policy.limits)
+        if after_id is not None:
+            after_id = validation.check_id(after_id, what="after_id")
         t = Tier.parse(tier) if tier is not None else None
         if t is Tier.ARCHIVED:
             records = await self.store.scan_archives(ns, after_id=after_id, limit=limit)
@@ -589,7 +621,11 @@ class AsyncTieredMemory:
         only call that spans namespaces, and it returns names, never contents)."""
         if not isinstance(prefix, str):
             raise ValidationError("prefix must be a string")
-        return sorted(ns for ns in await self.store.namespaces() if ns.startswith(prefix))
+        return sorted(
+            stored_namespace(name)  # a path's name as a PathNamespace: it can be passed back
+            for name in await self.store.namespaces()
+            if name.startswith(prefix)
+        )
 
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
         ns = self._ns(namespace)
@@ -622,7 +658,8 @@ class AsyncTieredMemory:
         `query` still drives the lexical signal. `ids` restricts the candidates.
         """
         ns = self._ns(namespace)
-        validation.check_k(k)
+        validation.check_count(k, "k", self.policy.limits)
+        validation.check_query(query, self.policy.limits)
         plan = self._plan(
             k,
             deep,
@@ -653,19 +690,22 @@ class AsyncTieredMemory:
         fill: int | None = None,
     ) -> SearchPlan:
         meta = validation.check_filters(metadata)
-        types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
+        named = validation.check_list(memory_types, "memory_types") if memory_types else []
+        types = frozenset(MemoryType.parse(t) for t in named) if named else None
+        if tiers is not None:
+            tiers = validation.check_list(tiers, "tiers")
         filters = SearchFilter(
-            include_forgotten=include_forgotten,
+            include_forgotten=validation.check_flag(include_forgotten, "include_forgotten"),
             memory_types=types,
             metadata=meta,
             ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
         )
         return SearchPlan(
             k=k,
-            deep=deep,
-            include_archived=include_archived,
+            deep=validation.check_flag(deep, "deep"),
+            include_archived=validation.check_flag(include_archived, "include_archived"),
             tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
-            weights=resolve_fusion_weights(self.policy.fusion, weights),
+            weights=resolve_fusion_weights(self.policy.fusion, validation.check_weights(weights)),
             filters=filters,
             force_ids=force_ids,
             fill=fill,
@@ -678,15 +718,14 @@ class AsyncTieredMemory:
         plan: SearchPlan,
         query_embedding: Sequence[float] | Vector | None = None,
     ) -> SearchResults:
-        if not isinstance(query, str):
-            raise ValidationError("query must be a string")
+        # Checked once, here: the retriever and the store take the vector as valid.
         if query_embedding is not None:
-            vector = validation.check_vector(query_embedding, None, what="query_embedding")
+            vector = await self.dimensions.check_query_vector(query_embedding)
         else:
-            vector = validation.check_vector(
-                await self.embedder.embed_query(query), None, what="computed query embedding"
+            # finite and flat: the embedder's guard checked it; only its size is compared
+            vector = await self.dimensions.check_embedded_query(
+                await self.embedder.embed_query(query)
             )
-        await self.dimensions.check_query(vector, embedded=query_embedding is None)
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(
@@ -716,21 +755,18 @@ class AsyncTieredMemory:
             rp.default_budget_tokens if budget_tokens is None else budget_tokens
         )
         limit = (
-            validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
+            validation.check_count(max_items, "max_items", self.policy.limits)
+            if max_items is not None
+            else rp.max_items
         )
+        validation.check_flag(record_use, "record_use")
+        validation.check_query(query, self.policy.limits)
         # enough candidates to fill the budget: with no item cap the budget binds
         wanted = (
             limit
             if limit is not None
             else min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
         )
-        pinned_ids: frozenset[str] = frozenset()
-        if tiers is None and ids is None and not metadata and not memory_types:
-            # pinned memories are always candidates, unless the caller narrowed the search
-            pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
-            )
-            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
         plan = self._plan(
             max(rp.candidates, wanted),
             deep,
@@ -739,10 +775,17 @@ class AsyncTieredMemory:
             weights,
             memory_types,
             metadata,
-            force_ids=pinned_ids,
             ids=ids,
             fill=wanted,
         )
+        filters = plan.filters
+        if tiers is None and ids is None and not filters.metadata and not filters.memory_types:
+            # pinned memories are always candidates, unless the caller narrowed the search
+            pinned = await self.store.scan(
+                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
+            )
+            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+            plan = dataclasses.replace(plan, force_ids=pinned_ids)
         hits = (
             await self._search(ns, query, plan, query_embedding)
             if budget > 0
@@ -858,6 +901,8 @@ class AsyncTieredMemory:
         """Every term of one memory's score for `query` (or its decay terms alone)."""
         ns = self._ns(namespace)
         validation.check_id(id)
+        if query is not None:
+            validation.check_query(query, self.policy.limits)
         memory = await self.get(id, namespace=ns)
         if memory is None:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
@@ -934,7 +979,7 @@ class AsyncTieredMemory:
         memory, its links and (for an archived one) its stored original."""
         ns = self._ns(namespace)
         validation.check_id(id)
-        if not hard:
+        if not validation.check_flag(hard, "hard"):
             await self._patch(ns, id, MemoryPatch(do_not_inject=True, updated_at=self.clock.now()))
             return
         live = await self.store.get_many(ns, [id])
@@ -955,6 +1000,7 @@ class AsyncTieredMemory:
         memories were forgotten (hard: deleted, with links and archived originals)."""
         ns = self._ns(namespace)
         wanted = validation.check_ids(ids)
+        validation.check_flag(hard, "hard")
         live = await self.store.get_many(ns, wanted)
         if not hard:
             return await self.store.patch_many(
@@ -1058,7 +1104,7 @@ class AsyncTieredMemory:
     ) -> Link:
         """Associate two memories of one namespace explicitly (both directions)."""
         ns = self._ns(namespace)
-        if source == target:
+        if validation.check_id(source, what="source") == validation.check_id(target, what="target"):
             raise ValidationError("a memory cannot be linked to itself")
         w = validation.check_importance(weight)
         await self._require(ns, source)
@@ -1095,7 +1141,8 @@ class AsyncTieredMemory:
         cost, changing nothing. Returns a report with `skipped=True` when another sweep
         of this store is running (in this process or, for SQLite, any other).
         """
-        when = utc(now) if now is not None else self.clock.now()
+        when = validation.check_when(now) if now is not None else self.clock.now()
+        validation.check_flag(dry_run, "dry_run")
         ns = self._ns(namespace) if namespace is not None else None
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
@@ -1114,6 +1161,8 @@ class AsyncTieredMemory:
     ) -> int:
         """Archive these memories now, whatever their tier (pinned and core excepted)."""
         ns = self._ns(namespace)
+        limits = self.policy.limits
+        validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")
         memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
         for m in memories:
             if m.pinned or m.core:
@@ -1157,6 +1206,10 @@ class AsyncTieredMemory:
         on_report: Callable[[MaintenanceReport], None] | None = None,
     ) -> MaintenanceRunner:
         """A background runner repeating `maintain()` (default every 6 h)."""
+        if interval is not None and not isinstance(interval, timedelta):
+            raise ValidationError("interval must be a timedelta, e.g. timedelta(hours=6)")
+        if on_report is not None and not callable(on_report):
+            raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
 
@@ -1187,6 +1240,7 @@ def _blocking(
     call.__name__ = method.__name__
     call.__qualname__ = f"TieredMemory.{method.__name__}"
     call.__doc__ = method.__doc__
+    call.__wrapped__ = method  # type: ignore[attr-defined]  # for inspect.signature
     return call
 
 

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from . import decay
 from .archive import Archiver
 from .models import ArchiveRecord, Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
+from .namespaces import stored_namespace
 from .policy import DecayPolicy, Policy
 from .ports import (
     NO_TIME,
@@ -103,7 +104,11 @@ class Sweep:
     ) -> MaintenanceReport:
         started = time.perf_counter()
         report = MaintenanceReport(now=now, dry_run=dry_run)
-        namespaces = [namespace] if namespace is not None else await self.store.namespaces()
+        namespaces = (
+            [namespace]
+            if namespace is not None
+            else [stored_namespace(name) for name in await self.store.namespaces()]
+        )
         report.namespaces = len(namespaces)
         for ns in namespaces:
             for step in (

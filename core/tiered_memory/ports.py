@@ -5,6 +5,11 @@ enforce the namespace inside their own queries (a WHERE clause, a tenant, a MATC
 never by filtering results afterwards. Together the ports cover the adapter contract
 of seed 004: CRUD, vector and lexical search, tier migration, links, consolidation
 helpers (filtered scans), counts, batch operations, transactions and clear.
+
+Arguments arrive checked by the engine's boundary (`validation`): a namespace as a
+`Namespace`, ids as strings, counts in range, a query vector finite and flat. A
+backend checks only what it alone knows (its dimension, its key and name limits),
+and a plain-string namespace with `validation.check_namespace` for direct callers.
 """
 
 from __future__ import annotations

@@ -703,13 +703,20 @@ def read_markdown(path: str | PathLike[str]) -> tuple[list[MarkdownNote], list[s
     return notes, sources
 
 
-def load_document(path: str | PathLike[str]) -> Any:
+def load_document(path: str | PathLike[str]) -> dict[str, Any]:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise NotFoundError(f"{str(path)!r} does not exist") from e
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValidationError(f"{str(path)!r} is not a JSON export: {e}") from e
+    if not isinstance(document, dict):
+        raise ValidationError(
+            f"{str(path)!r} is not a JSON export: its top level is "
+            f"{type(document).__name__ if document is not None else 'null'}, not an object "
+            "(export one with `tiered-memory export`)"
+        )
+    return document
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 from langchain_tiered_memory import TieredMemoryRetriever
-from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory
+from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory, ValidationError
 
 NS = "user-42"
 
@@ -115,7 +115,7 @@ def test_forgotten_memories_are_not_retrieved(mem: TieredMemory) -> None:
 
 def test_unknown_call_arguments_are_refused(mem: TieredMemory) -> None:
     retriever = TieredMemoryRetriever(memory=mem, namespace=NS)
-    with pytest.raises(TypeError, match="tiers"):
+    with pytest.raises(ValidationError, match="tiers"):
         retriever.invoke("tea", tiers=["hot"])
 
 

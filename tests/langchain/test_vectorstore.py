@@ -90,7 +90,7 @@ def test_filter_and_search_by_vector(docs_store: TieredMemoryVectorStore) -> Non
     vector = DeterministicFakeEmbedding(size=16).embed_query("pears")
     [best] = docs_store.similarity_search_by_vector(vector, k=1)
     assert best == Document(id="p", page_content="pears", metadata={"kind": "fruit", "n": 2})
-    with pytest.raises(TypeError, match="unexpected search argument"):
+    with pytest.raises(ValidationError, match="unexpected search argument"):
         docs_store.similarity_search("pears", k=1, where={"kind": "fruit"})
 
 
@@ -182,7 +182,7 @@ def test_wrapping_an_existing_memory(mem: TieredMemory) -> None:
     assert store.embeddings is None  # a HashingEmbedder is not a LangChain Embeddings
     store.close()  # not ours: the memory stays open
     assert mem.get("office", namespace="kb") is not None
-    assert isinstance(mem.aio.embedder, HashingEmbedder)
+    assert isinstance(mem.aio.embedder.inner, HashingEmbedder)  # behind the engine's guard
 
 
 def test_a_refused_replacement_keeps_the_stored_document(

@@ -43,8 +43,10 @@ from tiered_memory.archive import decode_document
 from tiered_memory.ports import MetadataFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
+from . import surface
 from .conftest import START
 from .invariants import sqlite_store
+from .state import state_of
 
 T = TypeVar("T")
 DIM = 64
@@ -408,7 +410,7 @@ def test_budgets_zero_huge_and_wrong(probe: Probe, budget: Any, max_items: int |
         )
     )
     budget_ok = isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0
-    items_ok = max_items is None or max_items >= 1
+    items_ok = max_items is None or 1 <= max_items <= mem.policy.limits.max_results
     if not (budget_ok and items_ok):
         assert isinstance(result, ValidationError), (budget, max_items)
         return
@@ -687,3 +689,73 @@ async def test_the_store_alone_refuses_a_truncated_file(
     cut = _half_copy(full_database, tmp_path / "cut.db")
     with pytest.raises(BackendUnavailableError, match="truncated"):
         await SQLiteMemoryStore.open(cut)
+
+
+# -- every public method with any arguments (issue 17) -------------------------------------
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[surface.World]:
+    built = surface.build_world(tmp_path)
+    try:
+        yield built
+    finally:
+        built.mem.close()
+
+
+def _attack(world: surface.World, data: st.DataObject) -> None:
+    """One call of one public method with drawn arguments: it succeeds, or raises a
+    TieredMemoryError after writing nothing (no row, link or original).
+
+    A framework's own check that refuses an argument before any of our code runs
+    (LangGraph's InvalidNamespaceError, a LlamaIndex event model) is the framework's
+    documented behaviour, and allowed; once our code has run, only our errors leave.
+    """
+    targets = surface.surface(world)
+    target = data.draw(st.sampled_from(targets), label="method")
+    args, kwargs = surface.arguments(data, world, target)
+    before = state_of(world.mem.aio, world.archive)
+    try:
+        target.call(*args, **kwargs)
+        return
+    except TieredMemoryError as e:
+        error = e
+    except Exception as e:
+        if surface.ran_our_code(e):
+            raise
+        error = e
+    after = state_of(world.mem.aio, world.archive)
+    assert after == before, f"{target.name}: {error!r} after writing {before.diff(after)}"
+
+
+HOSTILE_CALLS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@HOSTILE_CALLS
+@given(data=st.data())
+def test_every_public_method_takes_any_argument(world: surface.World, data: st.DataObject) -> None:
+    _attack(world, data)
+
+
+def test_the_surface_is_every_public_method(world: surface.World) -> None:
+    """A method added to the facade is attacked without editing the test."""
+    names = {t.name for t in surface.surface(world)}
+    assert {"core.add", "core.add_many", "core.search", "core.recall", "core.list"} <= names
+    assert {"core.archive", "core.maintain", "core.forget_many", "core.namespaces"} <= names
+    assert "langgraph.store.put" in names
+    assert "llamaindex.vectorstore.query" in names
+    assert "langchain.tool.memory_store.invoke" in names
+    assert len(names) >= 50
+
+
+@pytest.mark.soak
+@settings(HOSTILE_CALLS, max_examples=5_000)
+@given(data=st.data())
+def test_every_public_method_takes_any_argument_soak(
+    world: surface.World, data: st.DataObject
+) -> None:
+    _attack(world, data)

@@ -35,7 +35,6 @@ import numpy as np
 from tiered_memory.errors import (
     ConfigurationError,
     DimensionMismatchError,
-    NamespaceError,
     ValidationError,
 )
 from tiered_memory.models import (
@@ -58,7 +57,15 @@ from tiered_memory.ports import (
     SearchFilter,
     Vector,
 )
-from tiered_memory.validation import check_id, check_importance, check_k, check_vector
+from tiered_memory.validation import (
+    check_id,
+    check_importance,
+    check_k,
+    check_vector,
+)
+from tiered_memory.validation import (
+    check_namespace as _check_namespace,
+)
 
 from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
 from .sqlite_query import (
@@ -150,12 +157,6 @@ def _check_dimension(dimension: int) -> int:
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
         raise ConfigurationError(f"an embedding dimension is a positive integer, not {dimension!r}")
     return dimension
-
-
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _json(value: Any, what: str) -> str:
@@ -722,7 +723,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
             self._refresh_archive_index(conn, ns, archive, ids)
 
     def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
-        vector = check_vector(query, None, what="query vector")
+        """The unit query and the store's dimension. The query is finite and flat (the
+        engine checked it); only its size is compared, with what this file holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
         dim = self._dimension(conn)
         if dim is None:
             return None
@@ -893,8 +896,6 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin):
         best: list[list[tuple[str, float]]] = [[] for _ in range(matrix.shape[0])]
         if not best:
             return best
-        for row in matrix:
-            check_vector(row, None, what="query vector")
         await self._db.gate()
         with self._db.read() as conn:
             dim = self._dimension(conn)

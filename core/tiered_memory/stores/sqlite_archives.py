@@ -41,13 +41,13 @@ import numpy as np
 
 from tiered_memory.errors import (
     DimensionMismatchError,
-    NamespaceError,
     NotFoundError,
     ValidationError,
 )
 from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType
 from tiered_memory.ports import Matrix, ScoredArchive, Vector
 from tiered_memory.validation import check_id, check_k, check_vector
+from tiered_memory.validation import check_namespace as _namespace
 
 from .sqlite_query import IN_JSON, from_us, json_list, to_us, to_us_or_none
 from .sqlite_vectors import VectorIndex
@@ -364,12 +364,6 @@ def migrate_v1(conn: sqlite3.Connection, create_archives: str) -> int:
 
 
 # -- the store's archive methods -----------------------------------------------------------
-
-
-def _namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _select(where: str) -> str:
