@@ -38,7 +38,6 @@ from ._core_gaps import (
     forget_hard,
     run_async,
     run_sync,
-    with_query_vector,
 )
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
@@ -195,7 +194,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
     ) -> list[Memory]:
         """Memories by id and/or filter, live and archived. A filter is checked in
-        Python over every memory of the namespace (CORE GAP 3: no list by metadata)."""
+        Python over every memory of the namespace (CORE GAP 2: no list by metadata)."""
         leaves = to_core_filters(filters, tier_key=self.tier_key).leaves  # raises first
         engine = engine_of(self._memory)
         ns = self.namespace
@@ -304,19 +303,16 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         ns = self.namespace
         hits: list[Hit]
         if budget is None:
-            results = await with_query_vector(
-                engine,
-                query.query_embedding,
-                lambda: engine.search(
-                    text,
-                    namespace=ns,
-                    k=query.similarity_top_k,
-                    deep=deep,
-                    include_archived=include_archived,
-                    tiers=sorted(translated.tiers) if translated.tiers is not None else None,
-                    weights=weights,
-                    metadata=metadata,
-                ),
+            results = await engine.search(
+                text,
+                namespace=ns,
+                k=query.similarity_top_k,
+                deep=deep,
+                include_archived=include_archived,
+                tiers=sorted(translated.tiers) if translated.tiers is not None else None,
+                weights=weights,
+                metadata=metadata,
+                query_embedding=query.query_embedding,
             )
             hits = list(results)
         else:
@@ -326,19 +322,16 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
                     "recall packs every tier into its share and takes no tier restriction; "
                     "drop the tier filter or query without a budget"
                 )
-            injection = await with_query_vector(
-                engine,
-                query.query_embedding,
-                lambda: engine.recall(
-                    text,
-                    namespace=ns,
-                    budget_tokens=budget,
-                    max_items=query.similarity_top_k,
-                    deep=deep,
-                    include_archived=include_archived,
-                    weights=weights,
-                    metadata=metadata,
-                ),
+            injection = await engine.recall(
+                text,
+                namespace=ns,
+                budget_tokens=budget,
+                max_items=query.similarity_top_k,
+                deep=deep,
+                include_archived=include_archived,
+                weights=weights,
+                metadata=metadata,
+                query_embedding=query.query_embedding,
             )
             hits = injection.items
         return VectorStoreQueryResult(
@@ -354,8 +347,7 @@ def _check_query(query: object) -> None:
         raise UnsupportedQueryError(f"query must be a VectorStoreQuery, got {type(query).__name__}")
     if query.query_str is not None and not isinstance(query.query_str, str):
         raise UnsupportedQueryError("query_str must be a string or None")
-    if query.query_embedding is not None:
-        validation.check_vector(query.query_embedding, None, what="query_embedding")
+    # query_embedding is checked once, by the engine's search (finite, flat, its size)
     if query.doc_ids is not None:
         validation.check_ids(query.doc_ids)
     if query.alpha is not None and (

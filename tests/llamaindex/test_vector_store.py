@@ -489,6 +489,36 @@ def test_the_index_query_embedding_is_used_not_re_embedded(
         assert [n.get_content() for n in budgeted.nodes or []] == ["red apples"]
 
 
+@pytest.mark.parametrize("budget", [None, 100])
+def test_a_query_embedding_is_checked_once_and_of_the_stores_size(
+    store: TieredMemoryVectorStore,
+    mem: TieredMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    budget: int | None,
+) -> None:
+    """The index's query vector goes to the engine as the caller's (`query_embedding`):
+    checked there, once, as any caller's is. One of another size is the caller's
+    mistake, a DimensionMismatchError; it used to pass as if the memory's embedder had
+    made it, blamed on that embedder (ConfigurationError)."""
+    from tiered_memory import validation
+
+    store.add([node("blue sky", "n1", vec("blue sky"))])
+    calls: list[str] = []
+    real = validation.check_vector
+
+    def counted(*args: object, **kwargs: object) -> Vector:
+        calls.append(str(kwargs.get("what", "embedding")))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(validation, "check_vector", counted)
+    result = store.query(VectorStoreQuery(query_embedding=vec("blue sky")), budget_tokens=budget)
+    assert [n.get_content() for n in result.nodes or []] == ["blue sky"]
+    assert calls == ["query_embedding"]
+    with pytest.raises(DimensionMismatchError, match="query_embedding"):
+        store.query(VectorStoreQuery(query_embedding=[0.5] * 8), budget_tokens=budget)
+    assert mem.run(mem.aio.store.dimension()) == DIM
+
+
 def test_embedded_factory_owns_and_closes_its_engine(
     tmp_path: Path, hashing_embed: HashingEmbedding
 ) -> None:
