@@ -33,6 +33,7 @@ from tiered_memory import (
     TieredMemory,
     ValidationError,
 )
+from tiered_memory.models import CONTEXT_PHASE
 from tiered_memory.ports import Matrix, Vector
 
 from .helpers import DIM, HashingEmbedding, texts
@@ -356,18 +357,31 @@ def test_budget_returns_what_recall_injects_and_records_its_use(
     index = VectorStoreIndex.from_vector_store(store, embed_model=hashing_embed)
     for i in range(8):
         index.insert(Document(text=f"Falcon launch note {i}: " + "detail " * 10, doc_id=f"f{i}"))
+    # what recall injects, looked at first without recording use
+    injected = mem.recall(
+        "Falcon launch note",
+        namespace=NS,
+        budget_tokens=40,
+        max_items=8,
+        record_use=False,
+        query_embedding=hashing_embed.get_query_embedding("Falcon launch note"),
+    ).items
     found = index.as_retriever(similarity_top_k=8).retrieve("Falcon launch note")
     count = mem.aio.tokens.count
     assert 1 <= len(found) < 8
+    assert [r.node.node_id for r in found] == [h.memory.id for h in injected]
     assert count("\n".join("- " + r.node.get_content() for r in found)) <= 40
     used = {m.id: m.use_count for m in mem.list(namespace=NS)}
-    assert {i for i, n in used.items() if n == 1} == {r.node.node_id for r in found}
-    assert sum(used.values()) == len(found)
+    # neighbours in time that rode along with a hit (phase 5) are not uses
+    on_merit = {h.memory.id for h in injected if h.phase != CONTEXT_PHASE}
+    assert on_merit
+    assert {i for i, n in used.items() if n == 1} == on_merit
+    assert sum(used.values()) == len(on_merit)
     plain = index.as_retriever(
         similarity_top_k=8, vector_store_kwargs={"budget_tokens": None}
     ).retrieve("Falcon launch note")
     assert len(plain) == 8
-    assert sum(m.use_count for m in mem.list(namespace=NS)) == len(found)  # search records none
+    assert sum(m.use_count for m in mem.list(namespace=NS)) == len(on_merit)  # search: none
 
 
 def test_budget_per_query_and_top_k_cap(index: VectorStoreIndex, mem: TieredMemory) -> None:
