@@ -162,3 +162,35 @@ async def test_ensure_dimension_records_once_and_refuses_another_with_data() -> 
     assert store.recorded == 8
     with pytest.raises(ConfigurationError, match="positive"):
         await store.ensure_dimension(0)
+
+
+async def test_a_query_vector_is_compared_by_size_not_checked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine's boundary checked the query (finite, flat); the store only compares
+    its size with what it holds, as the SQLite store does (issue 17: one check)."""
+    import numpy as np
+
+    from tiered_memory.stores import weaviate
+
+    store = Modelled(dimension=4)
+    checks: list[object] = []
+    monkeypatch.setattr(weaviate, "check_vector", lambda *a, **k: checks.append(a))
+    sent: list[object] = []
+
+    async def read(collection: str, namespace: str, action: str, call: Any) -> None:
+        sent.append(action)
+        return None  # no tenant yet: nothing found
+
+    monkeypatch.setattr(store, "_read", read)
+    query = np.ones(4, dtype=np.float32)
+    assert await store.vector_search(NS, query, tiers=frozenset({Tier.HOT}), k=3) == []
+    assert await store.search_archives(NS, query, k=3) == []
+    assert sent
+    assert checks == []
+    with pytest.raises(DimensionMismatchError, match="query"):
+        await store.vector_search(
+            NS, np.ones(3, dtype=np.float32), tiers=frozenset({Tier.HOT}), k=3
+        )
+    with pytest.raises(DimensionMismatchError, match="query"):
+        await store.search_archives(NS, np.ones(5, dtype=np.float32), k=3)

@@ -55,6 +55,8 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlparse
 
+import numpy as np
+
 from tiered_memory.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -83,7 +85,7 @@ from tiered_memory.ports import (
     SearchFilter,
     Vector,
 )
-from tiered_memory.validation import check_vector
+from tiered_memory.validation import check_size, check_vector
 
 try:
     import weaviate
@@ -880,6 +882,15 @@ class WeaviateMemoryStore:
         )
         self._dimension = dimension
 
+    async def _query_vector(self, query: Vector) -> list[float]:
+        """The query as floats. It is finite and flat (the engine's boundary checked
+        it); only its size is compared, with what this store holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        dim = await self.dimension()
+        if dim is not None:
+            check_size(vector, dim, what="query")
+        return [float(x) for x in vector]
+
     async def _check_dimension(self, vectors: Sequence[Sequence[float] | None]) -> None:
         """Every vector must have the recorded dimension (`ensure_dimension`); a store
         used without the engine, which records none, takes its first vector's."""
@@ -1054,7 +1065,7 @@ class WeaviateMemoryStore:
     ) -> list[ScoredMemory]:
         if k < 1:
             return []
-        vector = [float(x) for x in check_vector(query, await self.dimension(), what="query")]
+        vector = await self._query_vector(query)
         await self._ensure_meta(metadata_properties(filters.metadata))
 
         async def one(collection: str, held: frozenset[Tier]) -> list[ScoredMemory]:
@@ -1392,7 +1403,7 @@ class WeaviateMemoryStore:
     ) -> list[ScoredArchive]:
         if k < 1:
             return []
-        vector = [float(x) for x in check_vector(query, await self.dimension(), what="query")]
+        vector = await self._query_vector(query)
 
         async def call(c: Collection) -> Any:
             return await c.query.near_vector(
