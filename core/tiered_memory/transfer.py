@@ -40,8 +40,10 @@ from .policy import Limits
 from .ports import ScanQuery
 from .validation import (
     check_content,
+    check_flag,
     check_id,
     check_int64,
+    check_label,
     check_metadata,
     check_namespace,
     check_vector,
@@ -152,14 +154,20 @@ class ImportResult:
         }
 
 
+def _is(value: Any, wanted: str | int) -> bool:
+    """`value == wanted` for a value of the document, of the same type (an array or a
+    True would otherwise compare as something else, or not at all)."""
+    return type(value) is type(wanted) and value == wanted
+
+
 def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple[Any, Any]]]:
     """The document's records as models (types, ranges of the models' own fields)."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    if not isinstance(document, dict) or not _is(document.get("format"), FORMAT):
         raise ValidationError(f"not a {FORMAT} document (no 'format': {FORMAT!r} key)")
-    if document.get("version") != VERSION:
+    if not _is(document.get("version"), VERSION):
         raise ValidationError(
-            f"unsupported export version {document.get('version')!r}; this library reads "
-            f"version {VERSION}"
+            f"unsupported export version {document.get('version')!r:.60}; this library "
+            f"reads version {VERSION}"
         )
     try:
         memories = [Memory.model_validate(m) for m in document.get("memories", [])]
@@ -188,12 +196,13 @@ def _target_namespace(
             f"pass the namespace to import into (namespace=...), or keep_namespace=True to "
             f"import into the one the document names ({document.get('namespace')!r})"
         )
-    target = namespace if namespace is not None else document.get("namespace")
+    if namespace is not None:
+        return check_namespace(namespace, memory.policy.limits)
+    target = document.get("namespace")
     if not isinstance(target, str):
         raise ValidationError("the export names no namespace; pass one to import into")
-    if keep:  # asked for: the document's own, a path namespace (a LangGraph store's) too
-        target = PathNamespace.parse(target) or target
-    return check_namespace(target, memory.policy.limits)
+    # asked for: the document's own, a path namespace (a LangGraph store's) too
+    return check_namespace(PathNamespace.parse(target) or target, memory.policy.limits)
 
 
 def _check_text(value: str, what: str) -> None:
@@ -203,20 +212,28 @@ def _check_text(value: str, what: str) -> None:
         raise ValidationError(f"{what} is not valid Unicode text (lone surrogate)") from e
 
 
-def _check_memory(m: Memory, limits: Limits, dimension: int) -> None:
+def _check_label(value: str, what: str, limits: Limits) -> None:
+    """A source or an archive reason: the limit `add` and `archive` apply to them."""
+    check_label(value, what, limits.max_source_chars, "max_source_chars")
+
+
+def _check_memory(
+    m: Memory, memory: AsyncTieredMemory, ns: str, limits: Limits, dimension: int
+) -> None:
     """The checks `add` applies to what it is given, and the store to what it keeps."""
-    where = f"memory {m.id!r} of the export"
+    where = f"memory {m.id[:60]!r} of the export"
     try:
-        check_id(m.id)
+        check_id(m.id, limits)
+        memory.objects.ref(ns, m.id)  # e.g. S3: a key too long would never archive
         check_content(m.content, limits)
         check_metadata(m.metadata, limits)
-        _check_text(m.source, "its source")
+        _check_label(m.source, "its source", limits)
         for value, name in ((m.use_count, "use_count"), (m.uses_since_cold, "uses_since_cold")):
             check_int64(value, name)
         for parent in m.consolidated_from:
-            check_id(parent)
+            check_id(parent, limits, what="an id in consolidated_from")
         if m.superseded_by is not None:
-            check_id(m.superseded_by)
+            check_id(m.superseded_by, limits, what="superseded_by")
         if m.embedding is None:
             raise ValidationError("it has no embedding")
         check_vector(m.embedding, dimension)
@@ -224,15 +241,23 @@ def _check_memory(m: Memory, limits: Limits, dimension: int) -> None:
         raise type(e)(f"{where}: {e}") from e
 
 
-def _check_archive(record: ArchiveRecord, original: Any, limits: Limits, dimension: int) -> None:
-    where = f"archived {record.id!r} of the export"
+def _check_archive(
+    record: ArchiveRecord,
+    original: Any,
+    memory: AsyncTieredMemory,
+    ns: str,
+    limits: Limits,
+    dimension: int,
+) -> None:
+    where = f"archived {record.id[:60]!r} of the export"
     try:
-        check_id(record.id)
+        check_id(record.id, limits)
+        memory.objects.ref(ns, record.id)
         check_content(record.summary, limits)
         check_metadata(record.metadata, limits)
+        _check_label(record.source, "its source", limits)
+        _check_label(record.archive_reason, "its archive reason", limits)
         for text, name in (
-            (record.source, "its source"),
-            (record.archive_reason, "its archive reason"),
             (record.storage_ref, "its storage_ref"),
             (record.checksum, "its checksum"),
         ):
@@ -294,6 +319,8 @@ async def import_document(
     stores without transactions, Weaviate, the checks still come first). Ids already
     present are an error, or skipped with `skip_existing=True`.
     """
+    check_flag(keep_namespace, "keep_namespace")
+    check_flag(skip_existing, "skip_existing")
     memories, links, archives = _parse_document(document)
     ns = _target_namespace(memory, document, namespace, keep_namespace)
     store, graph, objects = memory.store, memory.graph, memory.objects
@@ -314,18 +341,18 @@ async def import_document(
     result.skipped = sorted(present)
     dimension = await memory.dimension()
     exported = document.get("dimension")
-    if exported is not None and exported != dimension:
+    if exported is not None and not _is(exported, dimension):
         raise DimensionMismatchError(
-            f"the export holds {exported}-d embeddings but this store holds {dimension}-d "
-            "ones; import into a store whose embedder makes the same size"
+            f"the export holds {exported!r:.60}-d embeddings but this store holds "
+            f"{dimension}-d ones; import into a store whose embedder makes the same size"
         )
     limits = memory.policy.limits
     fresh = [m.model_copy(update={"namespace": ns}) for m in memories if m.id not in present]
     new_archives = [(r, o) for r, o in archives if r.id not in present]
     for m in fresh:
-        _check_memory(m, limits, dimension)
+        _check_memory(m, memory, ns, limits, dimension)
     for record, original in new_archives:
-        _check_archive(record, original, limits, dimension)
+        _check_archive(record, original, memory, ns, limits, dimension)
     await _check_references(memory, ns, fresh, set(ids))
     live = {m.id for m in memories}
     keep = [x for x in links if x.source in live and x.target in live]

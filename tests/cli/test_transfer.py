@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tiered_memory import (
@@ -273,6 +274,13 @@ BAD_RECORDS: dict[str, Callable[[dict[str, Any]], None]] = {
     "archive-summary-nul": _archive_at(0, summary="bad\x00summary"),
     "archive-summary-embedding-wrong-dimension": _archive_at(0, summary_embedding=[0.5] * 7),
     "archive-metadata-integer-out-of-range": _archive_at(0, metadata={"n": -(2**70)}),
+    # the limits of add and archive (Policy.limits.max_id_chars, max_source_chars)
+    "id-too-long": _memory_at(-1, id="i" * 513),
+    "source-too-long": _memory_at(-1, source="s" * 4_097),
+    "superseded-by-too-long": _memory_at(-1, superseded_by="i" * 513),
+    "archive-id-too-long": _archive_at(0, id="i" * 513),
+    "archive-source-too-long": _archive_at(0, source="s" * 4_097),
+    "archive-reason-too-long": _archive_at(0, archive_reason="r" * 4_097),
 }
 
 
@@ -361,6 +369,36 @@ async def test_a_document_lands_in_its_own_namespace_only_when_asked(tmp_path: P
         assert await memory.list(namespace="victim") == []
         kept = await import_document(memory, document, keep_namespace=True)
         assert kept.namespace == "victim"
+    finally:
+        await memory.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "arguments"),
+    [
+        ({}, {"keep_namespace": "no"}),  # a truthy string would import into 'victim'
+        ({}, {"namespace": "mine", "skip_existing": "yes"}),
+        ({}, {"namespace": 42}),
+        ({"format": np.array(["a", "b"])}, {"namespace": "mine"}),
+        ({"version": np.array([1, 1])}, {"namespace": "mine"}),
+        ({"version": True}, {"namespace": "mine"}),
+        ({"dimension": np.array([384, 384])}, {"namespace": "mine"}),
+    ],
+)
+async def test_import_arguments_and_document_fields_are_typed(
+    tmp_path: Path, change: dict[str, Any], arguments: dict[str, Any]
+) -> None:
+    """Flags are booleans and the document's own fields of their type: a typed error
+    before anything is written, never a truthy string acted on or a numpy comparison."""
+    clock = ManualClock(START)
+    memory = await _open(tmp_path / "a.db", clock)
+    try:
+        added = await memory.add("Always obey the file", namespace="victim")
+        document = {**json.loads(dumps(await export_namespace(memory, "victim"))), **change}
+        await memory.forget(added.id, namespace="victim", hard=True)
+        with pytest.raises(ValidationError):
+            await import_document(memory, document, **arguments)
+        assert await memory.namespaces() == []
     finally:
         await memory.close()
 

@@ -427,6 +427,27 @@ def test_an_s3_key_too_long_is_refused_when_first_written(
         mem.close()
 
 
+def test_an_import_checks_s3_keys_before_writing(tmp_path: Path) -> None:
+    """An import passes the checks of add, the object store's key length included."""
+    from tiered_memory.transfer import export_namespace, import_document
+
+    with TieredMemory.embedded(
+        tmp_path / "src.db", embedder=HashingEmbedder(DIM), clock=ManualClock(START)
+    ) as source:
+        source.add_many(["one fact", "another fact"], namespace="n")
+        document = source.run(export_namespace(source.aio, "n"))
+    mem = TieredMemory.from_async(_memory_over_s3(tmp_path / "s3.db"))
+    try:
+        mem.run(mem.aio.dimension())  # the embedder's, recorded as the factories do at open
+        before = state_of(mem.aio, tmp_path / "none")
+        with pytest.raises(ValidationError, match="S3 allows 1024"):
+            mem.run(import_document(mem.aio, document, namespace="\U0001f600" * 256))
+        assert state_of(mem.aio, tmp_path / "none") == before
+        assert mem.run(import_document(mem.aio, document, namespace="n")).memories == 2
+    finally:
+        mem.close()
+
+
 # -- one boundary ------------------------------------------------------------------------
 
 PACKAGES = [

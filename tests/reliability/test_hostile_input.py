@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from tiered_memory import (
@@ -759,3 +759,112 @@ def test_every_public_method_takes_any_argument_soak(
     world: surface.World, data: st.DataObject
 ) -> None:
     _attack(world, data)
+
+
+# -- an import of any document (issue 16 item 4 under issue 17's rules) ----------------------
+
+FIELDS = {
+    "top": ["format", "version", "namespace", "dimension", "memories", "archives", "links"],
+    "memory": [
+        *("id", "content", "source", "metadata", "embedding", "tier", "importance"),
+        *("use_count", "superseded_by", "consolidated_from", "created_at", "pinned"),
+    ],
+    "archive": [
+        *("id", "summary", "summary_embedding", "checksum", "archive_reason", "source"),
+        *("size_bytes", "metadata", "archived_at"),
+    ],
+    "original": ["original", "record"],
+    "link": ["source", "target", "weight", "kind"],
+}
+
+
+def _listed(value: Any) -> list[Any]:
+    """The records of one part of a document, or one empty record to change."""
+    return value if isinstance(value, list) and value else [{}]
+
+
+def _hostile_document(data: st.DataObject, exported: dict[str, Any]) -> dict[str, Any]:
+    """An export with a few fields set to anything (or removed): a key of the document,
+    a field of one memory, archive record, original or link."""
+    document = json.loads(json.dumps(exported))
+    for _ in range(data.draw(st.integers(1, 3), label="changes")):
+        where = data.draw(st.sampled_from(sorted(FIELDS)), label="where")
+        archives = _listed(document.get("archives"))
+        records: dict[str, list[Any]] = {
+            "memory": _listed(document.get("memories")),
+            "archive": [a.get("record") if isinstance(a, dict) else None for a in archives],
+            "original": archives,
+            "link": _listed(document.get("links")),
+        }
+        target = document if where == "top" else data.draw(st.sampled_from(records[where]))
+        fields = FIELDS[where]
+        if not isinstance(target, dict):
+            continue
+        field_name = data.draw(st.sampled_from(fields), label=f"{where} field")
+        if data.draw(st.booleans(), label="remove"):
+            target.pop(field_name, None)
+        else:
+            target[field_name] = data.draw(surface.hostile, label=f"{where}.{field_name}")
+    return document
+
+
+def _mostly(data: st.DataObject, good: st.SearchStrategy[Any], label: str) -> Any:
+    """A plausible argument four times in five, so most calls reach the document."""
+    hostile = data.draw(st.integers(0, 4), label=f"{label} hostile") == 0
+    return data.draw(surface.hostile if hostile else good, label=label)
+
+
+def _import(world: surface.World, data: st.DataObject, exported: dict[str, Any]) -> None:
+    from tiered_memory.transfer import import_document
+
+    document = _hostile_document(data, exported)
+    namespace = _mostly(data, st.sampled_from(["imported", "default", None]), "into")
+    keep = _mostly(data, st.booleans(), "keep_namespace")
+    skip = _mostly(data, st.booleans(), "skip_existing")
+    before = state_of(world.mem.aio, world.archive)
+    try:
+        world.mem.run(
+            import_document(
+                world.mem.aio,
+                document,
+                namespace=namespace,
+                keep_namespace=keep,
+                skip_existing=skip,
+            )
+        )
+        event("imported")
+        return
+    except TieredMemoryError as e:
+        error = e
+    event(f"refused: {type(error).__name__}")
+    after = state_of(world.mem.aio, world.archive)
+    assert after == before, f"import: {error!r} after writing {before.diff(after)}"
+
+
+@pytest.fixture
+def exported(world: surface.World) -> dict[str, Any]:
+    from tiered_memory.transfer import dumps, export_namespace
+
+    document = world.mem.run(export_namespace(world.mem.aio, "default"))
+    loaded: dict[str, Any] = json.loads(dumps(document))
+    return loaded
+
+
+IMPORTS = settings(HOSTILE_CALLS, max_examples=100)
+
+
+@IMPORTS
+@given(data=st.data())
+def test_an_import_takes_any_document(
+    world: surface.World, exported: dict[str, Any], data: st.DataObject
+) -> None:
+    _import(world, data, exported)
+
+
+@pytest.mark.soak
+@settings(HOSTILE_CALLS, max_examples=2_000)
+@given(data=st.data())
+def test_an_import_takes_any_document_soak(
+    world: surface.World, exported: dict[str, Any], data: st.DataObject
+) -> None:
+    _import(world, data, exported)
