@@ -155,6 +155,50 @@ def test_an_empty_or_blank_namespace_is_refused_everywhere(probe: Probe) -> None
         probe.refused(lambda n=ns: mem.list(namespace=n), NamespaceError)
 
 
+# -- replacing (issue 16 item 2) under the same rules -------------------------------------
+
+
+@pytest.mark.parametrize("replace", ["no", "yes", 1, None])
+def test_replace_is_a_boolean(probe: Probe, replace: Any) -> None:
+    """'no' is truthy: taken as is, it replaced the memory it was meant to protect."""
+    mem, sentinel = probe.mem, probe.sentinel
+    probe.refused(lambda: mem.add("new text", id=sentinel.id, replace=replace), ValidationError)
+    probe.refused(lambda: mem.add_many(["new text"], replace=replace), ValidationError, "replace")
+    kept = mem.get(sentinel.id)
+    assert kept is not None
+    assert kept.content == sentinel.content
+
+
+def test_upsert_needs_an_id(probe: Probe) -> None:
+    """Without one, add would store the value under a new id: not a replace."""
+    probe.refused(lambda: probe.mem.upsert("a value", id=None), ValidationError, "id")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("content", b"bytes"),
+        ("content", None),
+        ("id", "i" * 513),
+        ("source", "s" * 4_097),
+        ("pinned", "maybe"),
+        ("metadata", {"n": 2**70}),
+        ("embedding", [math.nan] * DIM),
+        ("embedding", [0.5] * (DIM + 1)),
+    ],
+)
+def test_upsert_checks_like_add_and_keeps_the_old_value(
+    probe: Probe, field: str, value: Any
+) -> None:
+    mem, sentinel = probe.mem, probe.sentinel
+    fields: dict[str, Any] = {"id": sentinel.id, "content": "a replacement", field: value}
+    content = fields.pop("content")
+    probe.refused(lambda: mem.upsert(content, **fields), ValidationError)
+    kept = mem.get(sentinel.id)
+    assert kept is not None
+    assert kept.content == sentinel.content
+
+
 # -- search and recall arguments ---------------------------------------------------------
 
 
