@@ -13,6 +13,7 @@ from tiered_memory import (
     ConfigurationError,
     MemoryInput,
     MemoryType,
+    NamespaceError,
     TieredMemory,
     ValidationError,
     validation,
@@ -63,11 +64,16 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     def _names_its_namespace(cls, data: Any) -> Any:
         # A block with a default namespace would put every user's chats in one place.
         namespace = data.get("namespace") if isinstance(data, dict) else None
-        if not isinstance(namespace, str) or not namespace.strip():
-            raise ConfigurationError(
-                "TieredMemoryBlock needs namespace= naming whose memories it holds, "
-                "e.g. TieredMemoryBlock(memory=mem, namespace=user_id) in each user's Memory"
-            )
+        needed = (
+            "TieredMemoryBlock needs namespace= naming whose memories it holds, "
+            "e.g. TieredMemoryBlock(memory=mem, namespace=user_id) in each user's Memory"
+        )
+        if namespace is None:
+            raise ConfigurationError(needed)
+        try:  # the one definition of a valid namespace
+            validation.check_namespace(namespace)
+        except NamespaceError as e:  # a ValueError: pydantic would wrap it in its own
+            raise ConfigurationError(f"{needed}: {e}") from e
         return data
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
