@@ -690,7 +690,9 @@ class AsyncTieredMemory:
         fill: int | None = None,
     ) -> SearchPlan:
         meta = validation.check_filters(metadata)
-        named = validation.check_list(memory_types, "memory_types") if memory_types else []
+        named = (
+            validation.check_list(memory_types, "memory_types") if memory_types is not None else []
+        )
         types = frozenset(MemoryType.parse(t) for t in named) if named else None
         if tiers is not None:
             tiers = validation.check_list(tiers, "tiers")

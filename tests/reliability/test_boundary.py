@@ -224,6 +224,14 @@ def test_bad_fusion_weights(probe: Probe, weights: Any) -> None:
     probe.refused(lambda: probe.mem.recall("boiler", weights=weights))
 
 
+@pytest.mark.parametrize("field", ["memory_types", "tiers", "ids"])
+def test_an_array_is_not_a_list_of_names(probe: Probe, field: str) -> None:
+    """A numpy array of numbers used to reach `if memory_types:` (a ValueError)."""
+    values = np.ones(3)
+    probe.refused(lambda: probe.mem.search("boiler", **{field: values}), ValidationError)
+    probe.refused(lambda: probe.mem.recall("boiler", **{field: values}), ValidationError)
+
+
 def test_good_fusion_weights_give_finite_scores(probe: Probe) -> None:
     hits = probe.mem.search("boiler", weights={"vector": 1e6, "keyword": 1e6, "graph": 1e6})
     assert hits
