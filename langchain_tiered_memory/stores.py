@@ -159,9 +159,15 @@ class TieredMemoryStore(BaseStore):
             with contextlib.suppress(NotFoundError):  # deleting a missing key is fine
                 await engine.forget(op.key, namespace=ns, hard=True)
             return
+        try:  # the text is the value's JSON (or fields of it): a value must be JSON first
+            text = self._text(op.value, op.index)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(
+                f"an item's value must be a JSON object (string keys, JSON values): {e}"
+            ) from e
         # One atomic replace: a value that fails validation or embedding keeps the old item.
         await engine.upsert(
-            self._text(op.value, op.index),
+            text,
             id=op.key,
             namespace=ns,
             metadata=dict(op.value),

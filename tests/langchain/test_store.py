@@ -336,6 +336,23 @@ def test_a_refused_put_keeps_the_stored_item(store: TieredMemoryStore) -> None:
     assert item.value == {"content": "original"}
 
 
+@pytest.mark.parametrize(
+    ("value", "index"),
+    [({"when": timedelta(days=1)}, None), ({"a": None, 0: None}, None), ({"x": {1, 2}}, ["x"])],
+)
+def test_a_value_that_is_not_json_is_refused_and_keeps_the_stored_item(
+    store: TieredMemoryStore, value: dict[object, object], index: list[str] | None
+) -> None:
+    """Its text is computed from its JSON before the core sees it: that used to raise
+    json's TypeError (not JSON serialisable, or keys that cannot be sorted)."""
+    store.put(USER, "k", {"content": "original"})
+    with pytest.raises(ValidationError, match="JSON"):
+        store.put(USER, "k", value, index=index)  # type: ignore[arg-type]
+    item = store.get(USER, "k")
+    assert item is not None
+    assert item.value == {"content": "original"}
+
+
 def test_a_put_whose_embedding_fails_keeps_the_stored_item(
     tmp_path: Path, clock: ManualClock
 ) -> None:
