@@ -88,6 +88,9 @@ DEFAULT_VARIANTS = (
     "replay: no tiers",
     "replay: no graph",
     "replay: no dedup",
+    "replay: no context phase",
+    "replay: no query cues",
+    "replay: no update rule",
 )
 
 

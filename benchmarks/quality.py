@@ -219,8 +219,13 @@ VARIANTS = [
         "replay: COLD only as a fallback", "replay", {"retrieval": {"relevance_threshold": 0.25}}
     ),
     Variant(
-        "replay: any hit claims its share", "replay", {"budget": {"reserve_min_relevance": 0.0}}
+        "replay: tier reservations 10/30/10 (hot/warm/cold)",
+        "replay",
+        {"budget": {"hot": 0.1, "warm": 0.3, "cold": 0.1}},
     ),
+    Variant("replay: no context phase", "replay", {"retrieval": {"context_seeds": 0}}),
+    Variant("replay: no query cues", "replay", {"fusion": {"speaker": 0.0, "time": 0.0}}),
+    Variant("replay: no update rule", "replay", {"retrieval": {"update_similarity": None}}),
     Variant("replay: co-injection links", "replay", {"associations": {"co_recall_boost": 0.1}}),
     Variant("replay: no decay", "replay", {"scoring": {"retention": 0.0}}),
     Variant("replay: no tiers", "replay", sweep=False),

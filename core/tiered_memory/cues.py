@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .models import Memory
+
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:[-'][A-Za-z]+)?\b")
 # capitalised function words that start questions and sentences; not names
 _NOT_NAME_WORDS = """a an and are as at be but by can could did do does for from had has have he
@@ -70,6 +72,17 @@ def speaker_of(content: str, metadata: Mapping[str, Any]) -> str | None:
         return given.strip().lower()
     match = _SPEAKER_PREFIX.match(content)
     return match.group(1).lower() if match else None
+
+
+def is_reply(hit: Memory, neighbour: Memory) -> bool:
+    """Whether `neighbour` is another party's turn next to `hit` in a conversation.
+
+    Both speakers must be known and differ: without speakers, memories written one
+    after another are not a dialogue, and nothing says the neighbour answers the hit.
+    """
+    a = speaker_of(hit.content, hit.metadata)
+    b = speaker_of(neighbour.content, neighbour.metadata)
+    return a is not None and b is not None and a != b
 
 
 def mentions_time(content: str) -> bool:

@@ -192,6 +192,23 @@ class RetrievalPolicy(BaseModel):
             " the hit into the budget when there is room (LoCoMo dev split: 0.75-0.85)"
         ),
     )
+    update_similarity: float | None = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "a memory written later that is at least this similar (cosine) to one of the"
+            " best hits is taken as its update and ranks just above it (see updates.py);"
+            " None turns this off"
+        ),
+    )
+    update_min_gap: timedelta = Field(
+        default=timedelta(hours=1),
+        description="how much later a memory must be written to count as an update",
+    )
+    update_candidates: int = Field(
+        default=20, ge=0, description="how many of the best hits are checked for updates"
+    )
     graph_depth: int = Field(default=1, ge=1, le=3)
     graph_seeds: int = Field(default=5, ge=0)
     graph_min_weight: float = Field(default=0.1, ge=0.0, le=1.0)

@@ -97,3 +97,17 @@ def test_context_is_one_step_never_a_chain(mem: TieredMemory, clock: ManualClock
     assert hits["Caroline: Porto, of course"].score >= 0.8 * top - 1e-9
     two_away = hits.get("Melanie: how lovely")
     assert two_away is None or two_away.score < 0.8 * 0.8 * top
+
+
+def test_only_another_speakers_turn_is_context(mem: TieredMemory, clock: ManualClock) -> None:
+    """A user's consecutive statements are separate memories, not one another's answer;
+    a neighbour without a known speaker is no reply either."""
+    mem.add("Melanie: which city did you move to after the wedding in Lisbon?", namespace="a")
+    clock.advance(timedelta(seconds=30))
+    mem.add("Melanie: also my sister bought a red bicycle", namespace="a")
+    mem.add("which city did you move to after the wedding in Lisbon?", namespace="b")
+    clock.advance(timedelta(seconds=30))
+    mem.add("my sister bought a red bicycle", namespace="b")
+    for namespace in ("a", "b"):
+        hits = mem.search("wedding in Lisbon city move", namespace=namespace)
+        assert all(h.phase != 5 for h in hits), namespace
