@@ -14,14 +14,7 @@ from typing import Any, TypeVar
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, ensure_config
 
-from tiered_memory import (
-    ConfigurationError,
-    Hit,
-    MemoryInput,
-    TieredMemory,
-    ValidationError,
-    validation,
-)
+from tiered_memory import ConfigurationError, Hit, TieredMemory
 
 T = TypeVar("T")
 
@@ -150,22 +143,3 @@ def thread_id() -> str | None:
     """The LangGraph thread of the current run (kept with captures as provenance)."""
     value = (ensure_config().get("configurable") or {}).get("thread_id")
     return str(value) if value is not None else None
-
-
-def precheck(memory: TieredMemory, items: list[MemoryInput]) -> None:
-    """Run the core's own input checks before a replace deletes the old record.
-
-    Replacing is "delete, then add" until the core has an upsert; checking first
-    means bad input (empty text, metadata that is not JSON, a repeated id) leaves the
-    stored record as it was instead of losing it.
-    """
-    limits = memory.aio.policy.limits
-    seen: set[str] = set()
-    for item in items:
-        validation.check_content(item.content, limits)
-        validation.check_metadata(item.metadata, limits)
-        if item.id is not None:
-            validation.check_id(item.id)
-            if item.id in seen:
-                raise ValidationError(f"id {item.id!r} appears twice in one call")
-            seen.add(item.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -13,7 +14,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from pydantic import Field, model_validator
 
-from tiered_memory import TieredMemory
+from tiered_memory import TieredMemory, ValidationError
 
 from ._common import hit_document, namespace_source, run_namespace, run_sync
 
@@ -76,6 +77,12 @@ class TieredMemoryRetriever(BaseRetriever):
         Read here because `invoke` does not hand its config on to
         `_get_relevant_documents`.
         """
+        if config is not None and not isinstance(config, Mapping):
+            # checked before LangChain reads it: its own error would be an AttributeError
+            raise ValidationError(
+                f"config must be a RunnableConfig (a dict), got {type(config).__name__}; "
+                "e.g. config={'configurable': {'user_id': 'user-42'}}"
+            )
         if "namespace" in kwargs:
             return kwargs
         if self.namespace is not None:
@@ -107,7 +114,7 @@ class TieredMemoryRetriever(BaseRetriever):
     async def _retrieve(self, query: str, overrides: dict[str, Any]) -> list[Document]:
         unknown = set(overrides) - _OVERRIDABLE - _IGNORED
         if unknown:
-            raise TypeError(
+            raise ValidationError(
                 f"unexpected argument(s) {sorted(unknown)}; "
                 f"a call may override only {sorted(_OVERRIDABLE)}"
             )

@@ -11,8 +11,9 @@ this adapter lets them use tiered memory unchanged. The mapping:
 - an item key is the memory id, its value is the memory's metadata (a JSON object),
   and the text embedded and searched is the value's `index` fields (or the whole
   value as JSON);
-- `put` over an existing key replaces the memory (the core has no content update
-  yet, so the replacement starts in HOT again); `put(..., None)` deletes it;
+- `put` over an existing key replaces the memory in one step (the core's `upsert`:
+  a value that fails validation or embedding leaves the old item; the replacement
+  starts in HOT again); `put(..., None)` deletes it;
 - `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
   needed, archived summaries when nothing else fits) and its score is the memory's
   final score; without a query it lists items in key order.
@@ -43,15 +44,15 @@ from langgraph.store.base.embed import get_text_at_path
 from tiered_memory import (
     ConfigurationError,
     Memory,
-    MemoryInput,
     NotFoundError,
     PathNamespace,
     TieredMemory,
     ValidationError,
+    validation,
 )
 from tiered_memory.ports import FilterOp, MetadataFilter
 
-from ._common import precheck, run_sync
+from ._common import run_sync
 
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
@@ -126,8 +127,9 @@ class TieredMemoryStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in order; a read sees the writes of earlier ops of the batch."""
-        ops = list(ops)
+        ops = validation.check_list(ops, "ops")
         for op in ops:
+            _check_op(op)
             validate_op_namespace(op)
         results: list[Result] = []
         for op in ops:
@@ -138,10 +140,8 @@ class TieredMemoryStore(BaseStore):
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(await self._search(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(await self._list_namespaces(op))
             else:
-                raise ValidationError(f"unknown store operation {type(op).__name__}")
+                results.append(await self._list_namespaces(op))
         return results
 
     async def _get(self, op: GetOp) -> Item | None:
@@ -155,20 +155,24 @@ class TieredMemoryStore(BaseStore):
             )
         engine = self.memory.aio
         ns = self.encode_namespace(op.namespace)
-        item: MemoryInput | None = None
-        if op.value is not None:
-            # Checked before deleting, so a bad value leaves the old item in place.
-            item = MemoryInput(
-                content=self._text(op.value, op.index),
-                metadata=dict(op.value),
-                id=op.key,
-                source="langgraph",
-            )
-            precheck(self.memory, [item])
-        with contextlib.suppress(NotFoundError):  # putting a new key: nothing to replace
-            await engine.forget(op.key, namespace=ns, hard=True)
-        if item is not None:
-            await engine.add_many([item], namespace=ns, dedup=False)
+        if op.value is None:
+            with contextlib.suppress(NotFoundError):  # deleting a missing key is fine
+                await engine.forget(op.key, namespace=ns, hard=True)
+            return
+        try:  # the text is the value's JSON (or fields of it): a value must be JSON first
+            text = self._text(op.value, op.index)
+        except (TypeError, ValueError) as e:
+            raise ValidationError(
+                f"an item's value must be a JSON object (string keys, JSON values): {e}"
+            ) from e
+        # One atomic replace: a value that fails validation or embedding keeps the old item.
+        await engine.upsert(
+            text,
+            id=op.key,
+            namespace=ns,
+            metadata=dict(op.value),
+            source="langgraph",
+        )
 
     def _text(self, value: Mapping[str, Any], index: Any) -> str:
         """The text to embed: the `index` fields of the op, else of the store."""
@@ -239,6 +243,35 @@ class TieredMemoryStore(BaseStore):
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
         return namespaces[op.offset : op.offset + op.limit]
+
+
+def _check_op(op: object) -> None:
+    """The fields LangGraph's dataclasses leave unchecked, before any op of a batch runs
+    (a bad limit or filter must not fail a batch halfway, after earlier puts)."""
+    if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
+        raise ValidationError(
+            f"unknown store operation {type(op).__name__}; pass GetOp, PutOp, SearchOp "
+            "or ListNamespacesOp"
+        )
+    if isinstance(op, (SearchOp, ListNamespacesOp)):
+        for name in ("limit", "offset"):
+            value = getattr(op, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"{name} must be an integer >= 0, got {value!r:.60}")
+    if isinstance(op, ListNamespacesOp) and op.max_depth is not None:
+        validation.check_k(op.max_depth, "max_depth")
+    if isinstance(op, SearchOp):
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise ValidationError("a search filter is a dict of field -> value or {$op: value}")
+        if op.query is not None and not isinstance(op.query, str):
+            raise ValidationError(f"query must be a string, got {type(op.query).__name__}")
+    if isinstance(op, PutOp):
+        if op.value is not None and not isinstance(op.value, Mapping):
+            raise ValidationError(f"an item's value is a dict, got {type(op.value).__name__}")
+        if op.index not in (None, False) and not (
+            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        ):
+            raise ValidationError("index is False, None or a list of field paths")
 
 
 def _item(memory: Memory, namespace: tuple[str, ...]) -> Item:

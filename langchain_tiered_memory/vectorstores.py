@@ -24,13 +24,14 @@ from tiered_memory import (
     Policy,
     Tier,
     TieredMemory,
+    ValidationError,
     validation,
 )
 from tiered_memory.embeddings import LangChainEmbedder
-from tiered_memory.ports import Clock, MetadataFilter, SearchFilter
+from tiered_memory.ports import Clock, SearchFilter
 from tiered_memory.retrieval import SearchPlan
 
-from ._common import DEFAULT_NAMESPACE, precheck, run_sync
+from ._common import DEFAULT_NAMESPACE, run_sync
 
 _SEARCH_OPTIONS = frozenset({"filter", "deep", "include_archived"})
 
@@ -164,15 +165,12 @@ class TieredMemoryVectorStore(VectorStore):
         return await self._aupsert(_inputs(texts, metadatas, ids))
 
     async def _aupsert(self, items: list[MemoryInput]) -> list[str]:
-        engine = self.memory.aio
-        precheck(self.memory, items)
-        # The engine refuses an existing id; a vector store replaces it. The core has
-        # no update of content yet, so a replaced document starts over in HOT.
-        for item in items:
-            assert item.id is not None
-            if await engine.get(item.id, namespace=self.namespace) is not None:
-                await engine.forget(item.id, namespace=self.namespace, hard=True)
-        added = await engine.add_many(items, namespace=self.namespace, dedup=False)
+        # A vector store replaces an existing id: the engine's atomic replace, so a
+        # batch that fails validation or embedding changes nothing. A replaced
+        # document starts over in HOT.
+        added = await self.memory.aio.add_many(
+            items, namespace=self.namespace, dedup=False, replace=True
+        )
         return [m.id for m in added]
 
     # -- deleting and reading by id -------------------------------------------------
@@ -211,7 +209,7 @@ class TieredMemoryVectorStore(VectorStore):
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         out: list[Document] = []
         seen: set[str] = set()
-        for doc_id in ids:
+        for doc_id in validation.check_ids(ids):
             if doc_id in seen:
                 continue
             seen.add(doc_id)
@@ -247,8 +245,8 @@ class TieredMemoryVectorStore(VectorStore):
             namespace=self.namespace,
             k=k,
             metadata=kwargs.get("filter"),
-            deep=bool(kwargs.get("deep", False)),
-            include_archived=bool(kwargs.get("include_archived", False)),
+            deep=kwargs.get("deep", False),
+            include_archived=kwargs.get("include_archived", False),
         )
         return _scored(hits)
 
@@ -273,12 +271,14 @@ class TieredMemoryVectorStore(VectorStore):
         _check_options(kwargs)
         engine = self.memory.aio
         vector = validation.check_vector(embedding, await engine.store.dimension())
-        validation.check_k(k)
+        validation.check_count(k, "k", engine.policy.limits)
         plan = SearchPlan(
             k=k,
-            deep=bool(kwargs.get("deep", False)),
-            include_archived=bool(kwargs.get("include_archived", False)),
-            filters=SearchFilter(metadata=_metadata_filters(kwargs.get("filter"))),
+            deep=validation.check_flag(kwargs.get("deep", False), "deep"),
+            include_archived=validation.check_flag(
+                kwargs.get("include_archived", False), "include_archived"
+            ),
+            filters=SearchFilter(metadata=validation.check_filters(kwargs.get("filter"))),
         )
         ns = validation.check_namespace(self.namespace, engine.policy.limits)
         hits = await engine.retriever.search(ns, "", vector, plan, engine.clock.now())
@@ -345,19 +345,9 @@ def _identity(score: float) -> float:
 def _check_options(kwargs: Mapping[str, Any]) -> None:
     unknown = set(kwargs) - _SEARCH_OPTIONS
     if unknown:
-        raise TypeError(
+        raise ValidationError(
             f"unexpected search argument(s) {sorted(unknown)}; supported: {sorted(_SEARCH_OPTIONS)}"
         )
-
-
-def _metadata_filters(
-    value: Sequence[MetadataFilter] | Mapping[str, Any] | None,
-) -> tuple[MetadataFilter, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, Mapping):
-        return tuple(MetadataFilter(key, "eq", v) for key, v in value.items())
-    return tuple(value)
 
 
 def _inputs(
@@ -365,17 +355,21 @@ def _inputs(
     metadatas: list[dict[str, Any]] | None,
     ids: Sequence[str | None] | None,
 ) -> list[MemoryInput]:
-    text_list = list(texts)
-    if metadatas is not None and len(metadatas) != len(text_list):
-        raise ValueError(f"got {len(metadatas)} metadatas for {len(text_list)} texts")
-    if ids is not None and len(ids) != len(text_list):
-        raise ValueError(f"got {len(ids)} ids for {len(text_list)} texts")
+    text_list = validation.check_list(texts, "texts")
+    metadata_list = validation.check_list(metadatas, "metadatas") if metadatas is not None else None
+    id_list = validation.check_list(ids, "ids") if ids is not None else None
+    if metadata_list is not None and len(metadata_list) != len(text_list):
+        raise ValidationError(f"got {len(metadata_list)} metadatas for {len(text_list)} texts")
+    if id_list is not None and len(id_list) != len(text_list):
+        raise ValidationError(f"got {len(id_list)} ids for {len(text_list)} texts")
     return [
-        MemoryInput(
-            content=text,
-            metadata=dict(metadatas[i]) if metadatas is not None else None,
-            id=(ids[i] if ids is not None else None) or uuid.uuid4().hex,
-            source="vectorstore",
+        MemoryInput.parse(
+            {
+                "content": text,
+                "metadata": metadata_list[i] if metadata_list is not None else None,
+                "id": (id_list[i] if id_list is not None else None) or uuid.uuid4().hex,
+                "source": "vectorstore",
+            }
         )
         for i, text in enumerate(text_list)
     ]

@@ -57,6 +57,11 @@ def to_core_filters(filters: MetadataFilters | None, *, tier_key: str = "tier") 
     """
     if filters is None:
         return CoreFilters()
+    if not isinstance(filters, MetadataFilters):
+        raise UnsupportedFilterError(
+            f"filters must be a MetadataFilters, got {type(filters).__name__}; e.g. "
+            "MetadataFilters(filters=[MetadataFilter(key='author', value='ava')])"
+        )
     metadata: list[CoreFilter] = []
     leaves: list[MetadataFilter] = []
     tiers: frozenset[Tier] | None = None

@@ -27,6 +27,10 @@ def node_to_input(
     importance: float,
     source: str,
 ) -> MemoryInput:
+    if not isinstance(node, BaseNode):
+        raise ValidationError(
+            f"add takes LlamaIndex nodes (e.g. TextNode), got {type(node).__name__}"
+        )
     if node.embedding is None:
         raise ValidationError(
             f"node {node.node_id!r} has no embedding: insert it through a VectorStoreIndex "

@@ -13,7 +13,10 @@ from tiered_memory import (
     ConfigurationError,
     MemoryInput,
     MemoryType,
+    NamespaceError,
     TieredMemory,
+    ValidationError,
+    validation,
 )
 
 from ._core_gaps import engine_of, run_async
@@ -61,19 +64,21 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     def _names_its_namespace(cls, data: Any) -> Any:
         # A block with a default namespace would put every user's chats in one place.
         namespace = data.get("namespace") if isinstance(data, dict) else None
-        if not isinstance(namespace, str) or not namespace.strip():
-            raise ConfigurationError(
-                "TieredMemoryBlock needs namespace= naming whose memories it holds, "
-                "e.g. TieredMemoryBlock(memory=mem, namespace=user_id) in each user's Memory"
-            )
+        needed = (
+            "TieredMemoryBlock needs namespace= naming whose memories it holds, "
+            "e.g. TieredMemoryBlock(memory=mem, namespace=user_id) in each user's Memory"
+        )
+        if namespace is None:
+            raise ConfigurationError(needed)
+        try:  # the one definition of a valid namespace
+            validation.check_namespace(namespace)
+        except NamespaceError as e:  # a ValueError: pydantic would wrap it in its own
+            raise ConfigurationError(f"{needed}: {e}") from e
         return data
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        query = "\n".join(
-            text
-            for m in (messages or [])[-self.retrieval_context_window :]
-            if (text := _text(m).strip())
-        )
+        recent = _messages(messages)[-self.retrieval_context_window :]
+        query = "\n".join(text for m in recent if (text := _text(m).strip()))
         if not query:
             return ""
         engine = engine_of(self.memory)
@@ -88,7 +93,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         engine = engine_of(self.memory)
         limit = engine.policy.limits.max_content_chars
         items: list[MemoryInput] = []
-        for message in messages:
+        for message in _messages(messages):
             role = message.role.value
             text = _text(message).strip()
             if role not in self.capture_roles or not text:
@@ -113,6 +118,9 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the lowest-scored memories come last) until
         at least `tokens_to_truncate` tokens are gone; a memory is never cut mid-line."""
+        if not isinstance(content, str):
+            raise ValidationError(f"content must be a string, got {type(content).__name__}")
+        validation.check_budget(tokens_to_truncate)  # a count of tokens, like a budget
         if tokens_to_truncate <= 0:
             return content
         count = engine_of(self.memory).tokens.count
@@ -121,6 +129,19 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         while lines and count("\n".join(lines)) > target:
             lines.pop()
         return "\n".join(lines) if lines else None
+
+
+def _messages(messages: object) -> list[ChatMessage]:
+    """A list of ChatMessage (None is none); anything else is refused before use."""
+    if messages is None:
+        return []
+    listed = validation.check_list(messages, "messages")
+    for message in listed:
+        if not isinstance(message, ChatMessage):
+            raise ValidationError(
+                f"messages must be ChatMessage objects, got {type(message).__name__}"
+            )
+    return listed
 
 
 def _text(message: ChatMessage) -> str:

@@ -26,7 +26,7 @@ from tiered_memory import (
     MemoryType,
     Policy,
     TieredMemory,
-    ValidationError,
+    validation,
 )
 from tiered_memory.ports import Clock
 from tiered_memory.ports import MetadataFilter as CoreFilter
@@ -38,7 +38,6 @@ from ._core_gaps import (
     forget_hard,
     run_async,
     run_sync,
-    with_query_vector,
 )
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
@@ -63,7 +62,9 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     another document into the existing memory and return that memory's id, leaving the
     index pointing at a node id the store does not hold, and deleting one document would
     delete the other's text. Each node is stored under its own id; `add` replaces a node
-    already stored under the same id (LlamaIndex's upsert), restarting its use history.
+    already stored under the same id (LlamaIndex's upsert) in one atomic step, restarting
+    its use history: a batch that fails validation keeps every stored node. Node
+    embeddings must have the memory's dimension (its embedder's), checked before writing.
     """
 
     stores_text: bool = True
@@ -162,16 +163,14 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
                 importance=self.importance,
                 source="llamaindex",
             )
-            for node in nodes
+            for node in validation.check_list(nodes, "nodes")
         ]
-        ids = [node.node_id for node in nodes]
-        if len(set(ids)) != len(ids):  # checked before replacing anything stored
-            twice = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValidationError(f"node ids appear twice in one add: {twice[:5]}")
-        stored = [i for i in ids if await engine.get(i, namespace=self.namespace) is not None]
-        await forget_hard(engine, self.namespace, stored)
-        await engine.add_many(items, namespace=self.namespace, dedup=False, link=self.link)
-        return ids
+        # One atomic write: nodes stored under the same ids are replaced, and a batch
+        # that fails validation changes nothing (the core checks repeated ids too).
+        await engine.add_many(
+            items, namespace=self.namespace, dedup=False, link=self.link, replace=True
+        )
+        return [node.node_id for node in nodes]
 
     # -- read -----------------------------------------------------------------------
 
@@ -195,12 +194,12 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
     ) -> list[Memory]:
         """Memories by id and/or filter, live and archived. A filter is checked in
-        Python over every memory of the namespace (CORE GAP 3: no list by metadata)."""
+        Python over every memory of the namespace (CORE GAP 2: no list by metadata)."""
         leaves = to_core_filters(filters, tier_key=self.tier_key).leaves  # raises first
         engine = engine_of(self._memory)
         ns = self.namespace
         if node_ids is not None:
-            found = [await engine.get(i, namespace=ns) for i in node_ids]
+            found = [await engine.get(i, namespace=ns) for i in validation.check_ids(node_ids)]
             candidates = [m for m in found if m is not None]
         else:
             candidates = [m async for m in every_memory(engine, ns)]
@@ -221,6 +220,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     async def _delete(self, ref_doc_id: str, kwargs: Mapping[str, Any]) -> None:
         """Hard-delete every node of the document, archived ones included."""
         _no_kwargs("delete", kwargs)
+        validation.check_id(ref_doc_id, what="ref_doc_id")
         by_doc = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=ref_doc_id)])
         await self._delete_nodes(None, by_doc, {})
 
@@ -280,6 +280,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             raise UnsupportedQueryError(
                 f"unknown query arguments {unknown}; the tiered store takes {sorted(_QUERY_KWARGS)}"
             )
+        _check_query(query)
         if query.node_ids:
             raise UnsupportedQueryError(
                 "VectorStoreQuery.node_ids is not supported: the core cannot restrict a "
@@ -294,25 +295,24 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         if query.doc_ids:
             metadata.append(CoreFilter("ref_doc_id", "in", list(query.doc_ids)))
         budget = kwargs.get("budget_tokens", self.budget_tokens)
-        deep = bool(kwargs.get("deep", False))
-        include_archived = bool(kwargs.get("include_archived", False))
+        deep = validation.check_flag(kwargs.get("deep", False), "deep")
+        include_archived = validation.check_flag(
+            kwargs.get("include_archived", False), "include_archived"
+        )
         engine = engine_of(self._memory)
         ns = self.namespace
         hits: list[Hit]
         if budget is None:
-            results = await with_query_vector(
-                engine,
-                query.query_embedding,
-                lambda: engine.search(
-                    text,
-                    namespace=ns,
-                    k=query.similarity_top_k,
-                    deep=deep,
-                    include_archived=include_archived,
-                    tiers=sorted(translated.tiers) if translated.tiers is not None else None,
-                    weights=weights,
-                    metadata=metadata,
-                ),
+            results = await engine.search(
+                text,
+                namespace=ns,
+                k=query.similarity_top_k,
+                deep=deep,
+                include_archived=include_archived,
+                tiers=sorted(translated.tiers) if translated.tiers is not None else None,
+                weights=weights,
+                metadata=metadata,
+                query_embedding=query.query_embedding,
             )
             hits = list(results)
         else:
@@ -322,19 +322,16 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
                     "recall packs every tier into its share and takes no tier restriction; "
                     "drop the tier filter or query without a budget"
                 )
-            injection = await with_query_vector(
-                engine,
-                query.query_embedding,
-                lambda: engine.recall(
-                    text,
-                    namespace=ns,
-                    budget_tokens=budget,
-                    max_items=query.similarity_top_k,
-                    deep=deep,
-                    include_archived=include_archived,
-                    weights=weights,
-                    metadata=metadata,
-                ),
+            injection = await engine.recall(
+                text,
+                namespace=ns,
+                budget_tokens=budget,
+                max_items=query.similarity_top_k,
+                deep=deep,
+                include_archived=include_archived,
+                weights=weights,
+                metadata=metadata,
+                query_embedding=query.query_embedding,
             )
             hits = injection.items
         return VectorStoreQueryResult(
@@ -342,6 +339,30 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
             similarities=[h.score for h in hits],
             ids=[h.memory.id for h in hits],
         )
+
+
+def _check_query(query: object) -> None:
+    """The fields of a VectorStoreQuery (a plain dataclass: nothing checks them)."""
+    if not isinstance(query, VectorStoreQuery):
+        raise UnsupportedQueryError(f"query must be a VectorStoreQuery, got {type(query).__name__}")
+    if query.query_str is not None and not isinstance(query.query_str, str):
+        raise UnsupportedQueryError("query_str must be a string or None")
+    # query_embedding is checked once, by the engine's search (finite, flat, its size)
+    if query.doc_ids is not None:
+        validation.check_ids(query.doc_ids)
+    if query.alpha is not None and (
+        isinstance(query.alpha, bool) or not isinstance(query.alpha, (int, float))
+    ):
+        raise UnsupportedQueryError(
+            f"alpha must be a number between 0 and 1, got {query.alpha!r:.60}"
+        )
+    try:
+        VectorStoreQueryMode(query.mode)
+    except ValueError as e:
+        raise UnsupportedQueryError(
+            f"query mode {query.mode!r:.60} is not supported; use 'default', 'hybrid' "
+            "(alpha = vector weight) or 'text_search'"
+        ) from e
 
 
 def _fusion_weights(query: VectorStoreQuery, text: str) -> dict[str, float] | None:

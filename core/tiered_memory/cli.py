@@ -130,7 +130,8 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
 
     async def main() -> T:
         settings = common.settings()
-        namespace = common.namespace or settings.namespace
+        # `-n ""` is a mistake (an unset variable), not a request for the default
+        namespace = settings.namespace if common.namespace is None else common.namespace
         memory = await build_memory(settings)
         try:
             return await body(memory, namespace)
@@ -966,29 +967,42 @@ def import_(
     skip_existing: Annotated[
         bool, typer.Option("--skip-existing", help="json: skip ids already in the namespace")
     ] = False,
+    keep_namespace: Annotated[
+        bool,
+        typer.Option("--keep-namespace", help="json: import into the namespace the export names"),
+    ] = False,
     namespace: NamespaceOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import markdown notes (one memory per bullet or paragraph, headings as context,
-    type detected, source = file) or a JSON export (into --namespace, default its own)."""
+    type detected, source = file) or a JSON export, all or nothing, into --namespace
+    (default: the configured one; the export's own only with --keep-namespace)."""
     from . import transfer
 
     common = Common(namespace, db, config, as_json)
     kind = fmt
     if kind is ImportFormat.auto:
         kind = ImportFormat.json if path.suffix.lower() == ".json" else ImportFormat.markdown
+    if keep_namespace and kind is not ImportFormat.json:
+        _fail("--keep-namespace applies to JSON exports only")
+    if keep_namespace and namespace is not None:
+        _fail("--keep-namespace imports into the namespace the export names; drop --namespace")
 
     async def body(memory: AsyncTieredMemory, ns: str) -> transfer.ImportResult:
         if kind is ImportFormat.json:
             document = transfer.load_document(path)
-            total = len(document.get("memories", [])) + len(document.get("archives", []))
+            total = sum(
+                len(part) if isinstance(part := document.get(key), list) else 0
+                for key in ("memories", "archives")
+            )
             with _progress(total, "importing", not as_json) as advance:
                 return await transfer.import_document(
                     memory,
                     document,
-                    namespace=common.namespace,
+                    namespace=None if keep_namespace else ns,
+                    keep_namespace=keep_namespace,
                     skip_existing=skip_existing,
                     progress=advance,
                 )

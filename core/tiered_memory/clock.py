@@ -6,6 +6,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .errors import ConfigurationError
 from .models import utc
 
 
@@ -41,3 +42,38 @@ class ManualClock:
     def set(self, when: datetime) -> None:
         with self._lock:
             self._now = utc(when)
+
+
+class CheckedClock:
+    """The engine's view of the clock it was given: each reading must be an aware
+    datetime, else a `ConfigurationError` naming the clock. A naive reading is
+    refused, not taken as UTC: a clock returning `datetime.now()` (local time) would
+    shift every decay and sweep by the machine's UTC offset without a sound.
+
+    Attributes are read through (`advance`, `set` of a ManualClock).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner: Any = inner.inner if isinstance(inner, CheckedClock) else inner
+        self.name = type(self.inner).__name__
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copying): no recursion through __getattr__
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def now(self) -> datetime:
+        try:
+            reading = self.inner.now()
+        except Exception as e:
+            raise ConfigurationError(f"the clock {self.name} failed: {e}") from e
+        if not isinstance(reading, datetime):
+            raise ConfigurationError(
+                f"the clock {self.name} returned {type(reading).__name__}, not a datetime"
+            )
+        if reading.tzinfo is None or reading.utcoffset() is None:
+            raise ConfigurationError(
+                f"the clock {self.name} returned a naive datetime ({reading.isoformat()}); "
+                "return an aware one, e.g. datetime.now(timezone.utc)"
+            )
+        return utc(reading)

@@ -76,6 +76,10 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"w": 604_800.0, "d": 86_400.0, "h": 3_600.0, "m": 60.0, "s": 1.0}
 
 
+# Long enough to mean "never"; short enough that `now - duration` is still a date.
+MAX_DURATION = timedelta(days=365_250)
+
+
 def parse_duration(text: str) -> timedelta:
     """'90d', '6h', '1w2d', '30m', '45s' -> a timedelta: how people write intervals in a
     shell or a TOML file, where ISO 8601 ('PT6H') would be a chore."""
@@ -87,6 +91,8 @@ def parse_duration(text: str) -> timedelta:
     seconds = sum(float(n) * _UNIT_SECONDS[u.lower()] for n, u in _DURATION.findall(cleaned))
     if seconds <= 0:
         raise ValidationError(f"bad duration {text!r}: it must be longer than zero")
+    if seconds > MAX_DURATION.total_seconds():  # also inf: "1e400d"
+        raise ValidationError(f"bad duration {text!r}: the longest is 1000 years (365250d)")
     return timedelta(seconds=seconds)
 
 
@@ -613,7 +619,7 @@ async def build_memory(
         if wiring.db_path is not None
         else None
     )
-    return AsyncTieredMemory(
+    memory = AsyncTieredMemory(
         store=store,
         graph=graph,
         objects=objects,
@@ -623,6 +629,7 @@ async def build_memory(
         clock=clock,
         sweep_lock=lock,
     )
+    return await memory._opened()  # a store of another embedding size is refused here
 
 
 def build_sync_memory(

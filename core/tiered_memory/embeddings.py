@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigurationError, ValidationError, missing_extra
+from .errors import ConfigurationError, EmbedderError, ValidationError, missing_extra
 from .ports import Embedder, Matrix, Vector
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -215,3 +215,84 @@ def as_embedder(obj: Any) -> Embedder:
         f"{type(obj).__name__} is not an embedder: pass a tiered_memory Embedder, a LangChain "
         "Embeddings or a LlamaIndex BaseEmbedding"
     )
+
+
+class CheckedEmbedder:
+    """The engine's view of the embedder it was given: every call is bounded in time
+    and its output checked, so a failing, hanging or broken embedder is an
+    `EmbedderError` naming it, raised before anything is written.
+
+    Attributes are read through to the wrapped embedder (e.g. `dimension`). A timeout
+    cancels a coroutine that awaits; an embedder that blocks its thread inside
+    `async def` cannot be interrupted (run such work with `asyncio.to_thread`).
+    """
+
+    def __init__(self, inner: Embedder, timeout_seconds: float) -> None:
+        self.inner = inner
+        self.timeout_seconds = timeout_seconds
+        named: Any = inner
+        if isinstance(inner, LangChainEmbedder):
+            named = inner.embeddings
+        elif isinstance(inner, LlamaIndexEmbedder):
+            named = inner.embed_model
+        self.name = type(named).__name__
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copying): no recursion through __getattr__
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        rows = await self._call("embed_documents", self.inner.embed_documents(texts))
+        matrix = self._array(rows, "embed_documents", ndim=2)
+        if matrix.shape[0] != len(texts):
+            raise self._error(
+                f"returned {matrix.shape[0]} vectors for {len(texts)} texts from embed_documents"
+            )
+        return matrix
+
+    async def embed_query(self, text: str) -> Vector:
+        row = await self._call("embed_query", self.inner.embed_query(text))
+        return self._array(row, "embed_query", ndim=1)
+
+    async def _call(self, method: str, call: Any) -> Any:
+        try:
+            return await asyncio.wait_for(call, self.timeout_seconds)
+        except TimeoutError as e:
+            raise self._error(
+                f"did not answer {method} within {self.timeout_seconds:g} s "
+                "(raise Policy.limits.embed_timeout_seconds, or check the service)"
+            ) from e
+        except EmbedderError:
+            raise
+        except Exception as e:
+            raise self._error(f"failed in {method}: {type(e).__name__}: {e}") from e
+
+    def _array(self, value: Any, method: str, *, ndim: int) -> Matrix:
+        """`value` as float32 if it is a finite numeric array of `ndim` dimensions."""
+        shape = "(texts, dimension)" if ndim == 2 else "(dimension,)"
+        if not isinstance(value, np.ndarray):
+            raise self._error(
+                f"returned {type(value).__name__} from {method}, not a numpy array of shape "
+                f"{shape} (return np.asarray(vectors, dtype=np.float32))"
+            )
+        numeric = np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
+        if value.ndim != ndim or value.shape[-1] == 0 or not numeric:
+            raise self._error(
+                f"returned an array of shape {value.shape} and dtype {value.dtype} from "
+                f"{method}; expected numbers of shape {shape}"
+            )
+        array: Matrix = value.astype(np.float32, copy=False)
+        if not np.isfinite(array).all():
+            raise self._error(f"returned NaN or infinite values from {method}")
+        return array
+
+    def _error(self, what: str) -> EmbedderError:
+        return EmbedderError(f"the embedder {self.name} {what}")
+
+
+def checked_embedder(embedder: Embedder | Any, timeout_seconds: float) -> CheckedEmbedder:
+    """`as_embedder`, guarded (see CheckedEmbedder); a guarded one is re-bounded."""
+    if isinstance(embedder, CheckedEmbedder):
+        return CheckedEmbedder(embedder.inner, timeout_seconds)
+    return CheckedEmbedder(as_embedder(embedder), timeout_seconds)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -20,13 +21,15 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
 
 from . import decay, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
-from .clock import SystemClock
-from .embeddings import HashingEmbedder, as_embedder
+from .clock import CheckedClock, SystemClock
+from .dimensions import EmbeddingDimension
+from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
@@ -46,8 +49,8 @@ from .models import (
     SearchResults,
     Stats,
     Tier,
-    utc,
 )
+from .namespaces import stored_namespace
 from .policy import Policy
 from .ports import (
     AccessRecord,
@@ -81,14 +84,32 @@ class MemoryInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    content: str
+    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
+    content: str = Field(strict=True)
     memory_type: MemoryType | str = MemoryType.EPISODIC
     importance: float = 0.4
     metadata: dict[str, Any] | None = None
-    source: str = "api"
-    pinned: bool = False
+    source: str = Field(default="api", strict=True)
+    pinned: bool = Field(default=False, strict=True)
     embedding: Any = None
-    id: str | None = None
+    id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
+        """Build one from keyword fields; a bad field is a ValidationError naming it."""
+        try:
+            return cls(**fields)
+        except (TypeError, PydanticError) as e:
+            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
+
+
+def _fields_message(error: Exception) -> str:
+    """pydantic's errors as one line: "content: Input should be a valid string"."""
+    if not isinstance(error, PydanticError):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
+    )
 
 
 class _Prepared(BaseModel):
@@ -117,14 +138,18 @@ class AsyncTieredMemory:
         clock: Clock | None = None,
         tokens: TokenCounter | None = None,
         sweep_lock: SweepLock | None = None,
+        dimension: int | None = None,
     ) -> None:
         self.store = store
         self.graph = graph
         self.objects = objects
         self.summarizer = summarizer
-        self.embedder: Embedder = as_embedder(embedder)
         self.policy = policy or Policy()
-        self.clock: Clock = clock or SystemClock()
+        # guarded: a failing, hanging or broken embedder or clock is a typed error
+        self.embedder: Embedder = checked_embedder(
+            embedder, self.policy.limits.embed_timeout_seconds
+        )
+        self.clock: Clock = CheckedClock(clock or SystemClock())
         self.tokens: TokenCounter = tokens or TiktokenCounter()
         self.retriever = Retriever(store, graph, self.policy)
         self.archiver = Archiver(
@@ -134,6 +159,7 @@ class AsyncTieredMemory:
         self.sweep = Sweep(store, graph, self.archival, summarizer, self.embedder, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
+        self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
 
     # -- construction ---------------------------------------------------------------
 
@@ -147,9 +173,15 @@ class AsyncTieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> AsyncTieredMemory:
         """The no-server default: one SQLite file, and a folder for archived originals
-        (default: `<path>.archive/` beside the file)."""
+        (default: `<path>.archive/` beside the file).
+
+        The file keeps one embedding dimension: the embedder's (its `dimension`, or
+        `dimension=` for one that does not declare it, else measured before the first
+        write). A file holding vectors of another size is a ConfigurationError here.
+        """
         from .archives.local import LocalFolderObjectStore
         from .graphs.sqlite import SQLiteAssociationGraph
         from .stores.sqlite import SQLiteMemoryStore
@@ -159,16 +191,33 @@ class AsyncTieredMemory:
         store = await SQLiteMemoryStore.open(db_path)
         graph = SQLiteAssociationGraph(store.database)
         folder = Path(archive_dir) if archive_dir else db_path.with_name(db_path.name + ".archive")
-        return cls(
-            store=store,
-            graph=graph,
-            objects=LocalFolderObjectStore(folder),
-            summarizer=summarizer or ExtractiveSummarizer(),
-            embedder=embedder if embedder is not None else HashingEmbedder(),
-            policy=policy,
-            clock=clock,
-            sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
-        )
+        try:
+            memory = cls(
+                store=store,
+                graph=graph,
+                objects=LocalFolderObjectStore(folder),
+                summarizer=summarizer or ExtractiveSummarizer(),
+                embedder=embedder if embedder is not None else HashingEmbedder(),
+                policy=policy,
+                clock=clock,
+                sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
+                dimension=dimension,
+            )
+        except BaseException:
+            await store.close()
+            raise
+        return await memory._opened()
+
+    async def _opened(self) -> AsyncTieredMemory:
+        """Finish opening (the factories' last step): record the embedder's dimension in
+        the store, so a store of another size is refused now (`dimensions`). Closes
+        everything on failure."""
+        try:
+            await self.dimensions.record()
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     @classmethod
     async def from_config(
@@ -217,10 +266,11 @@ class AsyncTieredMemory:
     def _ns(self, namespace: str) -> str:
         return validation.check_namespace(namespace, self.policy.limits)
 
-    async def _dimension_check(self, vectors: Sequence[Vector]) -> None:
-        dim = await self.store.dimension()
-        for v in vectors:
-            validation.check_vector(v, dim)
+    async def dimension(self) -> int:
+        """The size of every embedding this memory stores: the store's, or for an empty
+        store the embedder's (declared, given, or measured once), recorded in the store
+        before its first write. Vectors of another size are refused before writing."""
+        return await self.dimensions.for_write(self.embedder)
 
     async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
         """Validate everything and embed in one batch, before anything is written."""
@@ -231,7 +281,7 @@ class AsyncTieredMemory:
         seen_ids: set[str] = set()
         for i, item in enumerate(items):
             content = validation.check_content(item.content, limits)
-            memory_id = validation.check_id(item.id) if item.id is not None else None
+            memory_id = validation.check_id(item.id, limits) if item.id is not None else None
             if memory_id is not None:
                 if memory_id in seen_ids:
                     raise ValidationError(f"id {memory_id!r} appears twice in one call")
@@ -244,7 +294,9 @@ class AsyncTieredMemory:
                     memory_type=MemoryType.parse(item.memory_type),
                     importance=validation.check_importance(item.importance),
                     metadata=validation.check_metadata(item.metadata, limits),
-                    source=str(item.source),
+                    source=validation.check_label(
+                        item.source, "source", limits.max_source_chars, "max_source_chars"
+                    ),
                     pinned=bool(item.pinned),
                     created_at=now,
                     updated_at=now,
@@ -252,20 +304,19 @@ class AsyncTieredMemory:
                     **kwargs,
                 )
             )
-            if item.embedding is not None:
+            self.objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
+            if item.embedding is not None:  # finite and flat; its size once known, below
                 given[i] = validation.check_vector(item.embedding, None)
         to_embed = [i for i in range(len(items)) if i not in given]
+        measured: int | None = None
         if to_embed:
+            # the embedder's guard checked one finite row per text
             matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
-            if matrix.shape[0] != len(to_embed):
-                raise ValidationError("the embedder returned a different number of vectors")
             for row, i in enumerate(to_embed):
-                given[i] = validation.check_vector(matrix[row], None, what="computed embedding")
-        vectors = [given[i] for i in range(len(items))]
-        dims = {v.size for v in vectors}
-        if len(dims) > 1:
-            raise ValidationError(f"embeddings of one call have different sizes: {sorted(dims)}")
-        await self._dimension_check(vectors)
+                given[i] = matrix[row]
+            measured = int(matrix.shape[1])
+        dimension = await self.dimensions.for_write(self.embedder, measured)
+        vectors = [validation.check_size(given[i], dimension) for i in range(len(items))]
         return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
 
     # -- writing ----------------------------------------------------------------------
@@ -282,23 +333,63 @@ class AsyncTieredMemory:
         pinned: bool = False,
         embedding: Sequence[float] | Vector | None = None,
         id: str | None = None,
+        replace: bool = False,
     ) -> Memory:
         """Remember `content` in HOT. A near-duplicate strengthens the existing memory
-        instead (its use is counted), and that memory is returned."""
-        try:
-            item = MemoryInput(
-                content=content,
-                memory_type=memory_type,
-                importance=importance,
-                metadata=dict(metadata) if metadata is not None else None,
-                source=source,
-                pinned=pinned,
-                embedding=embedding,
-                id=id,
-            )
-        except (TypeError, ValueError) as e:  # pydantic's errors are ValueErrors
-            raise ValidationError(f"bad memory: {e}") from e
-        return (await self.add_many([item], namespace=namespace))[0]
+        instead (its use is counted), and that memory is returned.
+
+        An `id` that already exists is refused, unless `replace=True` (see `upsert`).
+        """
+        item = MemoryInput.parse(
+            {
+                "content": content,
+                "memory_type": memory_type,
+                "importance": importance,
+                "metadata": metadata,
+                "source": source,
+                "pinned": pinned,
+                "embedding": embedding,
+                "id": id,
+            }
+        )
+        return (await self.add_many([item], namespace=namespace, replace=replace))[0]
+
+    async def upsert(
+        self,
+        content: str,
+        *,
+        id: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.4,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+    ) -> Memory:
+        """Store `content` under `id`, replacing the memory of that id if there is one
+        (live or archived): LangGraph's `put`, mem0's `update`.
+
+        The new value is validated and embedded before anything is touched, and swapped
+        in one store transaction, so a failure leaves the old memory as it was. The
+        replacement is a new memory under the same id (HOT, its own use history);
+        explicit links are kept, the others are rebuilt by auto-linking for the new
+        content. It is never merged into a near-duplicate.
+        """
+        if id is None:  # add would make up an id: that is not a replace
+            raise ValidationError("upsert needs the id to store under, e.g. id='doc-1'")
+        return await self.add(
+            content,
+            namespace=namespace,
+            memory_type=memory_type,
+            importance=importance,
+            metadata=metadata,
+            source=source,
+            pinned=pinned,
+            embedding=embedding,
+            id=id,
+            replace=True,
+        )
 
     async def add_many(
         self,
@@ -307,15 +398,24 @@ class AsyncTieredMemory:
         namespace: str = DEFAULT_NAMESPACE,
         dedup: bool | None = None,
         link: bool = True,
-    ) -> list[Memory]:
+        replace: bool = False,
+    ) -> builtins.list[Memory]:
         """Add many memories with one embedding call and one write.
 
         Returns one memory per item, in order: the new memory, or the existing one a
         near-duplicate strengthened. Deduplication and auto-linking cost one vector
         search per item; pass dedup=False, link=False for bulk imports.
+
+        An item naming an id that exists is refused, unless `replace=True`: then it
+        replaces that memory as `upsert` does (items naming an id are never merged into
+        a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
-        inputs = [self._as_input(x) for x in items]
+        inputs = [self._as_input(x) for x in validation.check_items(items)]
+        if dedup is not None:
+            validation.check_flag(dedup, "dedup")
+        validation.check_flag(link, "link")
+        validation.check_flag(replace, "replace")  # "no" is truthy: it would replace
         if not inputs:
             return []
         prepared = await self._prepare(ns, inputs)
@@ -331,26 +431,32 @@ class AsyncTieredMemory:
         links: list[Link] = []
         strengthen: list[str] = []
         now = self.clock.now()
-        explicit_ids = [p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id]
-        if explicit_ids:
-            clash = await self.store.get_many(ns, explicit_ids)
-            clash_archived = await self.store.get_archives(ns, explicit_ids)
+        named = {p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id}
+        if named and not replace:
+            clash = await self.store.get_many(ns, sorted(named))
+            clash_archived = await self.store.get_archives(ns, sorted(named))
             taken = sorted(set(clash) | set(clash_archived))
             if taken:
-                raise ValidationError(f"ids already exist in {ns!r}: {taken[:5]}")
+                raise ValidationError(
+                    f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
+                    "upsert) to replace them"
+                )
+        replacing = named if replace else set()
 
         stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
         for i, p in enumerate(prepared):
             near: list[tuple[str, float]] = []
             if k_near:
-                near.extend(stored_near[i])
+                # stored vectors of memories this call replaces are stale: not neighbours
+                near.extend(pair for pair in stored_near[i] if pair[0] not in replacing)
                 if accepted:
                     unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
                     sims = accepted_matrix[: len(accepted)] @ unit  # cosines
                     for j in np.argsort(-sims)[:k_near]:
                         near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
                 near.sort(key=lambda t: t[1], reverse=True)
-            if do_dedup and threshold is not None and near and near[0][1] >= threshold:
+            merge = p.memory.id not in replacing
+            if merge and do_dedup and threshold is not None and near and near[0][1] >= threshold:
                 results.append(near[0][0])
                 strengthen.append(near[0][0])
                 continue
@@ -371,12 +477,21 @@ class AsyncTieredMemory:
                             )
                         )
 
+        replaced: builtins.list[str] = []
         if accepted:
             for p in accepted:
                 p.memory.embedding = p.vector.tolist()
-            await self.store.put_many(ns, [p.memory for p in accepted])
+            if replacing:
+                await self._replace(ns, [p.memory for p in accepted])
+                replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
+            else:
+                await self.store.put_many(ns, [p.memory for p in accepted])
             for p in accepted:
                 p.memory.embedding = None
+        if replaced:
+            await self._graph_optional(
+                "relinking replaced memories", ns, lambda: self._unlink_derived(ns, replaced)
+            )
         if strengthen:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
         if links:
@@ -390,6 +505,41 @@ class AsyncTieredMemory:
             else:
                 out.append(existing[r])
         return out
+
+    async def _unlink_derived(self, ns: str, ids: Sequence[str]) -> None:
+        """Drop the links of replaced memories that were derived from their old content
+        or use (similarity, co-recall, consolidation); explicit ones stay."""
+        stale = [
+            (link.source, link.target)
+            for link in await self.graph.links_of(ns, ids)
+            if link.kind is not LinkKind.EXPLICIT
+        ]
+        if stale:
+            await self.graph.unlink(ns, stale)
+
+    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
+        """Swap the memories in (one store transaction), then delete the archived
+        originals of the archive records they replaced.
+
+        Unfinished archivals of the live memories being replaced lose their leftover
+        originals first, as `forget` does (the journal names them). The replaced
+        records' originals go after the commit, not before: a crash between the two
+        would otherwise leave the old record without its original. Originals are
+        content-addressed (`<id>@<sha256>`), so deleting the replaced record's never
+        touches one a new archival of the same id wrote; a record that points at it
+        again keeps it. A failure here leaves an orphan original, harmless."""
+        await self._discard_attempts(ns, [m.id for m in memories])
+        replaced = await self.store.replace_many(ns, memories)
+        if not replaced:
+            return
+        again = await self.store.get_archives(ns, [r.id for r in replaced])
+        for record in replaced:
+            if record.id in again and again[record.id].checksum == record.checksum:
+                continue
+            try:
+                await self.archiver.delete_original(ns, record)
+            except Exception as e:
+                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
 
     async def _stored_near(
         self, ns: str, prepared: Sequence[_Prepared], k: int
@@ -422,11 +572,13 @@ class AsyncTieredMemory:
         if isinstance(item, str):
             return MemoryInput(content=item)
         if isinstance(item, Mapping):
-            try:
-                return MemoryInput(**item)
-            except Exception as e:
-                raise ValidationError(f"bad memory item: {e}") from e
-        raise ValidationError(f"cannot add a {type(item).__name__}; pass a str or a dict")
+            if not all(isinstance(key, str) for key in item):
+                raise ValidationError("the keys of a memory item must be field names")
+            return MemoryInput.parse(item)
+        raise ValidationError(
+            f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
+            "fields or a MemoryInput"
+        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -458,7 +610,9 @@ class AsyncTieredMemory:
     ) -> builtins.list[Memory]:
         """A page of memories ordered by id; pass the last id as `after_id` for the next."""
         ns = self._ns(namespace)
-        validation.check_k(limit, "limit")
+        validation.check_count(limit, "limit", self.policy.limits)
+        if after_id is not None:
+            after_id = validation.check_id(after_id, what="after_id")
         t = Tier.parse(tier) if tier is not None else None
         if t is Tier.ARCHIVED:
             records = await self.store.scan_archives(ns, after_id=after_id, limit=limit)
@@ -471,7 +625,11 @@ class AsyncTieredMemory:
         only call that spans namespaces, and it returns names, never contents)."""
         if not isinstance(prefix, str):
             raise ValidationError("prefix must be a string")
-        return sorted(ns for ns in await self.store.namespaces() if ns.startswith(prefix))
+        return sorted(
+            stored_namespace(name)  # a path's name as a PathNamespace: it can be passed back
+            for name in await self.store.namespaces()
+            if name.startswith(prefix)
+        )
 
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
         ns = self._ns(namespace)
@@ -507,7 +665,8 @@ class AsyncTieredMemory:
         `query` still drives the lexical signal. `ids` restricts the candidates.
         """
         ns = self._ns(namespace)
-        validation.check_k(k)
+        validation.check_count(k, "k", self.policy.limits)
+        validation.check_query(query, self.policy.limits)
         plan = self._plan(
             k,
             deep,
@@ -538,19 +697,24 @@ class AsyncTieredMemory:
         fill: int | None = None,
     ) -> SearchPlan:
         meta = validation.check_filters(metadata)
-        types = frozenset(MemoryType.parse(t) for t in memory_types) if memory_types else None
+        named = (
+            validation.check_list(memory_types, "memory_types") if memory_types is not None else []
+        )
+        types = frozenset(MemoryType.parse(t) for t in named) if named else None
+        if tiers is not None:
+            tiers = validation.check_list(tiers, "tiers")
         filters = SearchFilter(
-            include_forgotten=include_forgotten,
+            include_forgotten=validation.check_flag(include_forgotten, "include_forgotten"),
             memory_types=types,
             metadata=meta,
             ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
         )
         return SearchPlan(
             k=k,
-            deep=deep,
-            include_archived=include_archived,
+            deep=validation.check_flag(deep, "deep"),
+            include_archived=validation.check_flag(include_archived, "include_archived"),
             tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
-            weights=resolve_fusion_weights(self.policy.fusion, weights),
+            weights=resolve_fusion_weights(self.policy.fusion, validation.check_weights(weights)),
             filters=filters,
             force_ids=force_ids,
             fill=fill,
@@ -563,13 +727,14 @@ class AsyncTieredMemory:
         plan: SearchPlan,
         query_embedding: Sequence[float] | Vector | None = None,
     ) -> SearchResults:
-        if not isinstance(query, str):
-            raise ValidationError("query must be a string")
+        # Checked once, here: the retriever and the store take the vector as valid.
         if query_embedding is not None:
-            vector = validation.check_vector(query_embedding, None, what="query_embedding")
+            vector = await self.dimensions.check_query_vector(query_embedding)
         else:
-            vector = await self.embedder.embed_query(query)
-        await self._dimension_check([vector])
+            # finite and flat: the embedder's guard checked it; only its size is compared
+            vector = await self.dimensions.check_embedded_query(
+                await self.embedder.embed_query(query)
+            )
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
     async def recall(
@@ -599,21 +764,18 @@ class AsyncTieredMemory:
             rp.default_budget_tokens if budget_tokens is None else budget_tokens
         )
         limit = (
-            validation.check_k(max_items, "max_items") if max_items is not None else rp.max_items
+            validation.check_count(max_items, "max_items", self.policy.limits)
+            if max_items is not None
+            else rp.max_items
         )
+        validation.check_flag(record_use, "record_use")
+        validation.check_query(query, self.policy.limits)
         # enough candidates to fill the budget: with no item cap the budget binds
         wanted = (
             limit
             if limit is not None
             else min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
         )
-        pinned_ids: frozenset[str] = frozenset()
-        if tiers is None and ids is None and not metadata and not memory_types:
-            # pinned memories are always candidates, unless the caller narrowed the search
-            pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
-            )
-            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
         plan = self._plan(
             max(rp.candidates, wanted),
             deep,
@@ -622,10 +784,17 @@ class AsyncTieredMemory:
             weights,
             memory_types,
             metadata,
-            force_ids=pinned_ids,
             ids=ids,
             fill=wanted,
         )
+        filters = plan.filters
+        if tiers is None and ids is None and not filters.metadata and not filters.memory_types:
+            # pinned memories are always candidates, unless the caller narrowed the search
+            pinned = await self.store.scan(
+                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
+            )
+            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+            plan = dataclasses.replace(plan, force_ids=pinned_ids)
         hits = (
             await self._search(ns, query, plan, query_embedding)
             if budget > 0
@@ -741,6 +910,8 @@ class AsyncTieredMemory:
         """Every term of one memory's score for `query` (or its decay terms alone)."""
         ns = self._ns(namespace)
         validation.check_id(id)
+        if query is not None:
+            validation.check_query(query, self.policy.limits)
         memory = await self.get(id, namespace=ns)
         if memory is None:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
@@ -817,7 +988,7 @@ class AsyncTieredMemory:
         memory, its links and (for an archived one) its stored original."""
         ns = self._ns(namespace)
         validation.check_id(id)
-        if not hard:
+        if not validation.check_flag(hard, "hard"):
             await self._patch(ns, id, MemoryPatch(do_not_inject=True, updated_at=self.clock.now()))
             return
         live = await self.store.get_many(ns, [id])
@@ -839,6 +1010,7 @@ class AsyncTieredMemory:
         memories were forgotten (hard: deleted, with links and archived originals)."""
         ns = self._ns(namespace)
         wanted = validation.check_ids(ids)
+        validation.check_flag(hard, "hard")
         live = await self.store.get_many(ns, wanted)
         if not hard:
             return await self.store.patch_many(
@@ -951,7 +1123,7 @@ class AsyncTieredMemory:
     ) -> Link:
         """Associate two memories of one namespace explicitly (both directions)."""
         ns = self._ns(namespace)
-        if source == target:
+        if validation.check_id(source, what="source") == validation.check_id(target, what="target"):
             raise ValidationError("a memory cannot be linked to itself")
         w = validation.check_importance(weight)
         await self._require(ns, source)
@@ -990,7 +1162,8 @@ class AsyncTieredMemory:
         archives at most `policy.archival.batch_size` memories; the report lists the
         memories archival has set aside (`quarantined`) with their last error.
         """
-        when = utc(now) if now is not None else self.clock.now()
+        when = validation.check_when(now) if now is not None else self.clock.now()
+        validation.check_flag(dry_run, "dry_run")
         ns = self._ns(namespace) if namespace is not None else None
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
@@ -1025,6 +1198,8 @@ class AsyncTieredMemory:
         (a sweep, another call or process) is archiving right now is left to it and not
         counted here. The first failure is recorded (toward quarantine) and raised."""
         ns = self._ns(namespace)
+        limits = self.policy.limits
+        validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")
         memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
         for m in memories:
             if m.pinned or m.core:
@@ -1071,6 +1246,10 @@ class AsyncTieredMemory:
         on_report: Callable[[MaintenanceReport], None] | None = None,
     ) -> MaintenanceRunner:
         """A background runner repeating `maintain()` (default every 6 h)."""
+        if interval is not None and not isinstance(interval, timedelta):
+            raise ValidationError("interval must be a timedelta, e.g. timedelta(hours=6)")
+        if on_report is not None and not callable(on_report):
+            raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
 
@@ -1101,6 +1280,7 @@ def _blocking(
     call.__name__ = method.__name__
     call.__qualname__ = f"TieredMemory.{method.__name__}"
     call.__doc__ = method.__doc__
+    call.__wrapped__ = method  # type: ignore[attr-defined]  # for inspect.signature
     return call
 
 
@@ -1125,8 +1305,10 @@ class TieredMemory:
         summarizer: Summarizer | None = None,
         policy: Policy | None = None,
         clock: Clock | None = None,
+        dimension: int | None = None,
     ) -> TieredMemory:
-        """The no-server default: one SQLite file and a folder for archived originals."""
+        """The no-server default: one SQLite file and a folder for archived originals
+        (see `AsyncTieredMemory.embedded`)."""
         return cls.from_async(
             AsyncTieredMemory.embedded(
                 path,
@@ -1135,6 +1317,7 @@ class TieredMemory:
                 summarizer=summarizer,
                 policy=policy,
                 clock=clock,
+                dimension=dimension,
             )
         )
 
@@ -1198,6 +1381,7 @@ class TieredMemory:
         self.close()
 
     add = _blocking(AsyncTieredMemory.add)
+    upsert = _blocking(AsyncTieredMemory.upsert)
     add_many = _blocking(AsyncTieredMemory.add_many)
     get = _blocking(AsyncTieredMemory.get)
     list = _blocking(AsyncTieredMemory.list)

@@ -42,6 +42,13 @@ class MissingDependencyError(ConfigurationError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
 
+class EmbedderError(TieredMemoryError):
+    """The embedder failed, hung or returned unusable vectors; the message names it.
+
+    Nothing was written: embedding runs before any write.
+    """
+
+
 class ArchiveIntegrityError(TieredMemoryError):
     """An archived original is missing, corrupt or does not match its record."""
 
@@ -58,6 +65,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigurationError",
     "DimensionMismatchError",
+    "EmbedderError",
     "MissingDependencyError",
     "NamespaceError",
     "NotFoundError",

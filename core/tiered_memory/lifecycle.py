@@ -23,6 +23,7 @@ import numpy.typing as npt
 from . import decay
 from .archival import ArchivalPipeline
 from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
+from .namespaces import stored_namespace
 from .policy import DecayPolicy, Policy
 from .ports import (
     NO_TIME,
@@ -104,7 +105,11 @@ class Sweep:
     ) -> MaintenanceReport:
         started = time.perf_counter()
         report = MaintenanceReport(now=now, dry_run=dry_run)
-        namespaces = [namespace] if namespace is not None else await self.store.namespaces()
+        namespaces = (
+            [namespace]
+            if namespace is not None
+            else [stored_namespace(name) for name in await self.store.namespaces()]
+        )
         report.namespaces = len(namespaces)
         budget = self.archival.budget()  # the archival cap is per run, not per namespace
         flags = self.archival.budget()  # and the flags backfill's, on its own

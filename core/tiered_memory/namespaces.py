@@ -1,4 +1,13 @@
-"""Namespaces built from a path of labels, apart from every namespace a caller can type.
+"""What a valid namespace is: the one definition, for the engine's boundary and the
+adapters alike (`check_namespace`, re-exported by `validation`).
+
+A namespace is opaque text, stored literally: not blank, valid Unicode without control
+characters, within `Policy.limits.max_namespace_chars` at the boundary. The check
+returns a `Namespace`, the value type the engine hands to retrieval, the faces and the
+adapters, which take it as valid instead of checking again.
+
+Namespaces built from a path of labels are kept apart from every namespace a caller
+can type.
 
 A face with hierarchical namespaces of its own (LangGraph's store names them as tuples
 like `("memories", "user-42")`) must map them onto ours without landing on a namespace
@@ -18,13 +27,53 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .errors import NamespaceError
+
+if TYPE_CHECKING:
+    from .policy import Limits
 
 MARK = "\ufdd0"
 
 
-class PathNamespace(str):
+class Namespace(str):
+    """A namespace that passed `check_namespace`: non-blank storable text."""
+
+    __slots__ = ()
+
+
+def check_namespace(namespace: object, limits: Limits | None = None) -> Namespace:
+    """Any text is a namespace, stored literally, except blank text and the mark of a
+    path namespace, which only a `PathNamespace` may carry (so no text a caller passes
+    can name a face's namespace).
+
+    With `limits` (the engine's boundary) the policy's length limit applies too; an
+    adapter calls it without, and a `Namespace` made at the boundary passes as is.
+    """
+    if isinstance(namespace, Namespace) and limits is None:
+        return namespace
+    if not isinstance(namespace, str):
+        raise NamespaceError(
+            f"namespace must be a string such as 'user-42', got {type(namespace).__name__}"
+        )
+    if MARK in namespace and not isinstance(namespace, PathNamespace):
+        raise NamespaceError(
+            "namespace contains U+FDD0, which marks namespaces built from a path of labels "
+            "(a LangGraph store's); name one with tiered_memory.PathNamespace(labels)"
+        )
+    if not namespace.strip():
+        raise NamespaceError("namespace is empty or blank; pass e.g. namespace='user-42'")
+    if limits is not None and len(namespace) > limits.max_namespace_chars:
+        raise NamespaceError(
+            f"namespace is {len(namespace)} characters; the limit is "
+            f"{limits.max_namespace_chars} (Policy.limits.max_namespace_chars)"
+        )
+    _check_text(namespace, "namespace")
+    return namespace if isinstance(namespace, Namespace) else Namespace(namespace)
+
+
+class PathNamespace(Namespace):
     """A namespace made of labels; pass it wherever a namespace goes.
 
     Example:
@@ -81,15 +130,29 @@ class PathNamespace(str):
         return namespace if str(namespace) == name else None
 
 
+def stored_namespace(name: str) -> Namespace:
+    """A namespace name read back from a backend (`MemoryStore.namespaces`) as the value
+    it was written as: a `PathNamespace` again for a path's name, so it can be passed
+    back (a sweep over every namespace, a caller listing them) without being refused
+    as typed text carrying the mark."""
+    return PathNamespace.parse(name) or Namespace(name)
+
+
 def _check_label(label: object) -> None:
     if not isinstance(label, str):
         raise NamespaceError(f"namespace labels must be strings, got {type(label).__name__}")
+    _check_text(label, f"namespace label {label!r}")
+
+
+def _check_text(text: str, what: str) -> None:
+    """Lone surrogates cannot be stored as UTF-8 by any backend, and control characters
+    only arrive by mistake or malice (they break paths, tenant names and logs)."""
     try:
-        label.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise NamespaceError(f"namespace label {label!r} is not valid Unicode text") from e
-    if any(unicodedata.category(c) == "Cc" and c != "\t" for c in label):
-        raise NamespaceError(f"namespace label {label!r} contains control characters")
+        raise NamespaceError(f"{what} is not valid Unicode text (lone surrogate)") from e
+    if any(unicodedata.category(c) == "Cc" and c != "\t" for c in text):
+        raise NamespaceError(f"{what} contains control characters")
 
 
 def _decode(name: str) -> tuple[str, ...] | None:
@@ -104,4 +167,4 @@ def _decode(name: str) -> tuple[str, ...] | None:
     return tuple(decoded)
 
 
-__all__ = ["MARK", "PathNamespace"]
+__all__ = ["MARK", "Namespace", "PathNamespace", "check_namespace", "stored_namespace"]

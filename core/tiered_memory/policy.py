@@ -326,6 +326,15 @@ class Limits(BaseModel):
     max_content_chars: int = Field(default=32_000, ge=1)
     max_namespace_chars: int = Field(default=256, ge=1)
     max_metadata_bytes: int = Field(default=64_000, ge=2)
+    # Ids and sources are keys and labels, not documents: a 5 MB id was stored once.
+    max_id_chars: int = Field(default=512, ge=1)
+    max_source_chars: int = Field(default=4_096, ge=1)
+    max_results: int = Field(
+        default=10_000, ge=1, description="the most k, limit or max_items one call may ask for"
+    )
+    embed_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="an embedder call slower than this fails the call"
+    )
     dedup_similarity: float | None = Field(
         default=0.95, description="near-duplicates at or above this cosine strengthen instead"
     )

@@ -5,6 +5,11 @@ enforce the namespace inside their own queries (a WHERE clause, a tenant, a MATC
 never by filtering results afterwards. Together the ports cover the adapter contract
 of seed 004: CRUD, vector and lexical search, tier migration, links, consolidation
 helpers (filtered scans), counts, batch operations, transactions and clear.
+
+Arguments arrive checked by the engine's boundary (`validation`): a namespace as a
+`Namespace`, ids as strings, counts in range, a query vector finite and flat. A
+backend checks only what it alone knows (its dimension, its key and name limits),
+and a plain-string namespace with `validation.check_namespace` for direct callers.
 """
 
 from __future__ import annotations
@@ -222,10 +227,23 @@ class MemoryStore(Protocol):
     """Records, their embeddings, lexical index and archive records."""
 
     async def dimension(self) -> int | None:
-        """The embedding dimension fixed by the first write, or None while empty."""
+        """The embedding dimension of the store's vectors, or None while it has none."""
+
+    async def ensure_dimension(self, dimension: int) -> None:
+        """Record `dimension` as the store's before its first write (the engine does,
+        from its embedder). An empty store takes any; one holding vectors of another
+        dimension raises ConfigurationError. Every later write of another size is a
+        DimensionMismatchError, raised before anything is written."""
 
     async def put_many(self, namespace: str, memories: Sequence[Memory]) -> None:
         """Insert new memories (each with an embedding). An existing id is a ValidationError."""
+
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
+        """Insert memories (each with an embedding), each replacing the live memory or
+        the archive record of its id if there is one: all or nothing where the backend
+        allows (one transaction), so a failure leaves what was stored as it was. Links
+        are the graph's, untouched. Returns the archive records replaced (their
+        originals in object storage are the caller's to delete)."""
 
     async def get_many(
         self, namespace: str, ids: Sequence[str], *, with_embeddings: bool = False

@@ -13,27 +13,44 @@ The JSON document (`FORMAT`, version 1) holds, for one namespace:
   its original as the exact bytes kept in object storage (text), so the checksum still
   holds after import. `storage_ref` is rewritten to where the target keeps the
   original; every other field is imported as exported.
+
+Imports are all or nothing: every record is checked first (as `add` checks its input,
+plus the store's embedding dimension and references between records), then written
+in one store transaction. A document goes into the namespace the caller names; the
+one it names itself only with `keep_namespace=True`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .archive import original_key, sha256_hex
-from .errors import ArchiveIntegrityError, NotFoundError, ValidationError
+from .errors import ArchiveIntegrityError, DimensionMismatchError, NotFoundError, ValidationError
 from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
+from .namespaces import PathNamespace
+from .policy import Limits
 from .ports import ScanQuery
-from .validation import check_namespace
+from .validation import (
+    check_content,
+    check_flag,
+    check_id,
+    check_int64,
+    check_label,
+    check_metadata,
+    check_namespace,
+    check_vector,
+)
 
 if TYPE_CHECKING:
-    from .engine import AsyncTieredMemory, MemoryInput
+    from .engine import AsyncTieredMemory
 
 FORMAT = "tiered-memory-export"
 VERSION = 1
@@ -147,14 +164,20 @@ class ImportResult:
         }
 
 
+def _is(value: Any, wanted: str | int) -> bool:
+    """`value == wanted` for a value of the document, of the same type (an array or a
+    True would otherwise compare as something else, or not at all)."""
+    return type(value) is type(wanted) and value == wanted
+
+
 def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple[Any, Any]]]:
-    """Validate the whole document before anything is written."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    """The document's records as models (types, ranges of the models' own fields)."""
+    if not isinstance(document, dict) or not _is(document.get("format"), FORMAT):
         raise ValidationError(f"not a {FORMAT} document (no 'format': {FORMAT!r} key)")
-    if document.get("version") != VERSION:
+    if not _is(document.get("version"), VERSION):
         raise ValidationError(
-            f"unsupported export version {document.get('version')!r}; this library reads "
-            f"version {VERSION}"
+            f"unsupported export version {document.get('version')!r:.60}; this library "
+            f"reads version {VERSION}"
         )
     try:
         memories = [Memory.model_validate(m) for m in document.get("memories", [])]
@@ -165,10 +188,127 @@ def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple
         ]
     except (TypeError, KeyError, ValueError) as e:
         raise ValidationError(f"malformed export document: {e}") from e
-    for m in memories:
-        if m.embedding is None:
-            raise ValidationError(f"memory {m.id!r} has no embedding in the export")
     return memories, links, archives
+
+
+def _target_namespace(
+    memory: AsyncTieredMemory, document: dict[str, Any], namespace: str | None, keep: bool
+) -> str:
+    """Where the import goes: the caller's namespace. A file never chooses it alone,
+    or a document could plant (pinned, core) memories in any namespace."""
+    if namespace is not None and keep:
+        raise ValidationError(
+            "pass either namespace=... or keep_namespace=True, not both "
+            "(keep_namespace imports into the namespace the document names)"
+        )
+    if namespace is None and not keep:
+        raise ValidationError(
+            f"pass the namespace to import into (namespace=...), or keep_namespace=True to "
+            f"import into the one the document names ({document.get('namespace')!r})"
+        )
+    if namespace is not None:
+        return check_namespace(namespace, memory.policy.limits)
+    target = document.get("namespace")
+    if not isinstance(target, str):
+        raise ValidationError("the export names no namespace; pass one to import into")
+    # asked for: the document's own, a path namespace (a LangGraph store's) too
+    return check_namespace(PathNamespace.parse(target) or target, memory.policy.limits)
+
+
+def _check_text(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"{what} is not valid Unicode text (lone surrogate)") from e
+
+
+def _check_label(value: str, what: str, limits: Limits) -> None:
+    """A source or an archive reason: the limit `add` and `archive` apply to them."""
+    check_label(value, what, limits.max_source_chars, "max_source_chars")
+
+
+def _check_memory(
+    m: Memory, memory: AsyncTieredMemory, ns: str, limits: Limits, dimension: int
+) -> None:
+    """The checks `add` applies to what it is given, and the store to what it keeps."""
+    where = f"memory {m.id[:60]!r} of the export"
+    try:
+        check_id(m.id, limits)
+        memory.objects.ref(ns, m.id)  # e.g. S3: a key too long would never archive
+        check_content(m.content, limits)
+        check_metadata(m.metadata, limits)
+        _check_label(m.source, "its source", limits)
+        for value, name in ((m.use_count, "use_count"), (m.uses_since_cold, "uses_since_cold")):
+            check_int64(value, name)
+        for parent in m.consolidated_from:
+            check_id(parent, limits, what="an id in consolidated_from")
+        if m.superseded_by is not None:
+            check_id(m.superseded_by, limits, what="superseded_by")
+        if m.embedding is None:
+            raise ValidationError("it has no embedding")
+        check_vector(m.embedding, dimension)
+    except ValidationError as e:
+        raise type(e)(f"{where}: {e}") from e
+
+
+def _check_archive(
+    record: ArchiveRecord,
+    original: Any,
+    memory: AsyncTieredMemory,
+    ns: str,
+    limits: Limits,
+    dimension: int,
+) -> None:
+    where = f"archived {record.id[:60]!r} of the export"
+    try:
+        check_id(record.id, limits)
+        memory.objects.ref(ns, record.id)
+        check_content(record.summary, limits)
+        check_metadata(record.metadata, limits)
+        _check_label(record.source, "its source", limits)
+        _check_label(record.archive_reason, "its archive reason", limits)
+        for text, name in (
+            (record.storage_ref, "its storage_ref"),
+            (record.checksum, "its checksum"),
+        ):
+            _check_text(text, name)
+        check_int64(record.use_count, "use_count")
+        check_int64(record.size_bytes, "size_bytes")
+        if record.summary_embedding is None:
+            raise ValidationError("it has no summary embedding")
+        check_vector(record.summary_embedding, dimension, what="summary embedding")
+        if original is not None:
+            if not isinstance(original, str):
+                raise ValidationError("its original is not text")
+            _check_text(original, "its original")
+    except ValidationError as e:
+        raise type(e)(f"{where}: {e}") from e
+    if original is not None and sha256_hex(original.encode("utf-8")) != record.checksum:
+        raise ArchiveIntegrityError(
+            f"the exported original of {record.id!r} does not match its checksum"
+        )
+
+
+async def _check_references(
+    memory: AsyncTieredMemory, ns: str, memories: Sequence[Memory], known: set[str]
+) -> None:
+    """`superseded_by` and `consolidated_from` must name a memory of the document or
+    of the target namespace: a dangling `superseded_by` hides a memory for good."""
+    wanted = {m.superseded_by for m in memories if m.superseded_by is not None}
+    wanted.update(parent for m in memories for parent in m.consolidated_from)
+    missing = sorted(wanted - known)
+    for start in range(0, len(missing), PAGE):
+        chunk = missing[start : start + PAGE]
+        found = set(await memory.store.get_many(ns, chunk))
+        found |= set(await memory.store.get_archives(ns, chunk))
+        known |= found
+    dangling = sorted(wanted - known)
+    if dangling:
+        raise ValidationError(
+            f"the export refers to {len(dangling)} memory id(s) that are neither in it nor "
+            f"in namespace {ns!r} (e.g. {dangling[0]!r}, in superseded_by or "
+            "consolidated_from); export the whole namespace, or import the missing ones first"
+        )
 
 
 async def import_document(
@@ -176,18 +316,24 @@ async def import_document(
     document: Any,
     *,
     namespace: str | None = None,
+    keep_namespace: bool = False,
     skip_existing: bool = False,
     progress: Progress = _noop,
 ) -> ImportResult:
-    """Write an exported namespace into `memory` (into `namespace`, default the exported
-    one), every field as exported. Ids already present are an error before anything is
-    written, or skipped with `skip_existing=True`."""
+    """Write an exported namespace into `memory`, every field as exported: into
+    `namespace`, or into the namespace the document names with `keep_namespace=True`.
+
+    All or nothing: every record passes the checks `add` applies (content, metadata,
+    ids, integer ranges, the store's embedding dimension, references that resolve)
+    before the first write; then everything is written in one store transaction (on
+    stores without transactions, Weaviate, the checks still come first). Ids already
+    present are an error, or skipped with `skip_existing=True`.
+    """
+    check_flag(keep_namespace, "keep_namespace")
+    check_flag(skip_existing, "skip_existing")
     memories, links, archives = _parse_document(document)
-    target = namespace if namespace is not None else document.get("namespace")
-    if not isinstance(target, str):
-        raise ValidationError("the export names no namespace; pass one to import into")
-    ns = check_namespace(target, memory.policy.limits)
-    store, graph = memory.store, memory.graph
+    ns = _target_namespace(memory, document, namespace, keep_namespace)
+    store, graph, objects = memory.store, memory.graph, memory.objects
     result = ImportResult(namespace=ns)
 
     ids = [m.id for m in memories] + [r.id for r, _ in archives]
@@ -203,79 +349,91 @@ async def import_document(
             f"(e.g. {sorted(present)[0]!r}); import into another namespace, or skip them"
         )
     result.skipped = sorted(present)
-    dimension = await store.dimension()
+    dimension = await memory.dimension()
     exported = document.get("dimension")
-    if dimension is not None and exported is not None and dimension != exported:
-        raise ValidationError(
-            f"the export holds {exported}-d embeddings but this store holds {dimension}-d "
-            "ones; import into a new store"
+    if exported is not None and not _is(exported, dimension):
+        raise DimensionMismatchError(
+            f"the export holds {exported!r:.60}-d embeddings but this store holds "
+            f"{dimension}-d ones; import into a store whose embedder makes the same size"
         )
-
+    limits = memory.policy.limits
     fresh = [m.model_copy(update={"namespace": ns}) for m in memories if m.id not in present]
-    for start in range(0, len(fresh), PAGE):
-        batch = fresh[start : start + PAGE]
-        await store.put_many(ns, batch)
-        result.memories += len(batch)
-        progress(len(batch))
-
-    for record, original in archives:
-        if record.id in present:
-            continue
-        await _import_archive(memory, ns, record, original)
-        result.archives += 1
-        progress(1)
-
+    new_archives = [(r, o) for r, o in archives if r.id not in present]
+    for m in fresh:
+        _check_memory(m, memory, ns, limits, dimension)
+    for record, original in new_archives:
+        _check_archive(record, original, memory, ns, limits, dimension)
+    await _check_references(memory, ns, fresh, set(ids))
     live = {m.id for m in memories}
     keep = [x for x in links if x.source in live and x.target in live]
     keep = [x for x in keep if x.source not in present and x.target not in present]
-    if keep:
-        await graph.upsert_links(ns, keep)
-        result.links = len(keep)
+
+    written: list[str] = []  # originals put into object storage, taken back on failure
+    try:
+        records = [await _put_original(memory, ns, r, o, written) for r, o in new_archives]
+        async with store.transaction():
+            for start in range(0, len(fresh), PAGE):
+                batch = fresh[start : start + PAGE]
+                await store.put_many(ns, batch)
+                result.memories += len(batch)
+                progress(len(batch))
+            for start in range(0, len(records), PAGE):
+                batch_records = records[start : start + PAGE]
+                await _archive(memory, ns, batch_records)
+                result.archives += len(batch_records)
+                progress(len(batch_records))
+            if keep:
+                await graph.upsert_links(ns, keep)
+                result.links = len(keep)
+    except BaseException:
+        for key in written:
+            with contextlib.suppress(Exception):
+                await objects.delete(ns, key)
+        raise
     return result
 
 
-async def _import_archive(
-    memory: AsyncTieredMemory, ns: str, record: ArchiveRecord, original: Any
-) -> None:
-    """Original first, then the record: a failure leaves no record without its original.
-
-    The store only creates archive records by replacing a live memory (the archival
-    path), so the record replaces a placeholder carrying its summary, in one
-    transaction."""
-    store, objects = memory.store, memory.objects
+async def _put_original(
+    memory: AsyncTieredMemory,
+    ns: str,
+    record: ArchiveRecord,
+    original: str | None,
+    written: list[str],
+) -> ArchiveRecord:
+    """Put an archived original (checked against its checksum) into object storage,
+    before the transaction that writes its record: no record without its original."""
+    objects = memory.objects
     record = record.model_copy(update={"namespace": ns})
-    if original is not None:
-        if not isinstance(original, str):
-            raise ValidationError(f"the original of archived {record.id!r} is not text")
-        data = original.encode("utf-8")
-        if sha256_hex(data) != record.checksum:
-            raise ArchiveIntegrityError(
-                f"the exported original of {record.id!r} does not match its checksum"
-            )
-        key = original_key(record.id, record.checksum)
-        await objects.put(ns, key, data)
-        head = await objects.head(ns, key)
-        if head is None or head.checksum != record.checksum:
-            raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
-        record = record.model_copy(update={"storage_ref": objects.ref(ns, key)})
-    else:
-        record = record.model_copy(update={"storage_verified": False})
-    if record.summary_embedding is None:
-        raise ValidationError(f"archived {record.id!r} has no summary embedding in the export")
-    placeholder = Memory(
-        id=record.id,
-        namespace=ns,
-        content=record.summary,
-        memory_type=record.memory_type,
-        importance=record.importance,
-        tier=Tier.COLD,
-        embedding=record.summary_embedding,
-        created_at=record.created_at,
-        updated_at=record.archived_at,
-    )
-    async with store.transaction():
-        await store.put_many(ns, [placeholder])
-        await store.archive_many(ns, [record])
+    if original is None:
+        return record.model_copy(update={"storage_verified": False})
+    key = original_key(record.id, record.checksum)  # content-addressed, as archival writes
+    await objects.put(ns, key, original.encode("utf-8"))
+    written.append(key)
+    head = await objects.head(ns, key)
+    if head is None or head.checksum != record.checksum:
+        raise ArchiveIntegrityError(f"the imported original of {record.id!r} did not verify")
+    return record.model_copy(update={"storage_ref": objects.ref(ns, key)})
+
+
+async def _archive(memory: AsyncTieredMemory, ns: str, records: Sequence[ArchiveRecord]) -> None:
+    """The store only creates archive records by replacing a live memory (the archival
+    path), so each record replaces a placeholder carrying its summary."""
+    placeholders = [
+        Memory(
+            id=record.id,
+            namespace=ns,
+            content=record.summary,
+            memory_type=record.memory_type,
+            importance=record.importance,
+            tier=Tier.COLD,
+            embedding=record.summary_embedding,
+            created_at=record.created_at,
+            updated_at=record.archived_at,
+        )
+        for record in records
+    ]
+    await memory.store.put_many(ns, placeholders)
+    await memory.store.archive_many(ns, records)
 
 
 # -- copying into a new SQLite file -------------------------------------------------------------
@@ -306,7 +464,7 @@ async def export_sqlite(
         target, embedder=memory.embedder, policy=memory.policy, clock=memory.clock
     )
     try:
-        return await import_document(copy, document)
+        return await import_document(copy, document, keep_namespace=True)
     finally:
         await copy.close()
 
@@ -521,11 +679,6 @@ def note_id(note: MarkdownNote) -> str:
     return f"md-{digest[:24]}"
 
 
-def _chunks(items: Sequence[MemoryInput], size: int) -> Iterator[Sequence[MemoryInput]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 async def import_markdown(
     memory: AsyncTieredMemory,
     path: str | PathLike[str],
@@ -534,9 +687,9 @@ async def import_markdown(
     importance: float = 0.5,
     progress: Progress = _noop,
 ) -> ImportResult:
-    """Import MEMORY.md-style notes as memories (HOT, as new captures are). Each note's
-    `source` is its file's path; its headings and line are in `metadata`. Notes already
-    imported (same file, same text) are skipped."""
+    """Import MEMORY.md-style notes as memories (HOT, as new captures are), all or
+    nothing. Each note's `source` is its file's path; its headings and line are in
+    `metadata`. Notes already imported (same file, same text) are skipped."""
     from .engine import MemoryInput
 
     ns = check_namespace(namespace, memory.policy.limits)
@@ -565,11 +718,12 @@ async def import_markdown(
         if i not in present
     ]
     progress(len(present))
-    for batch in _chunks(items, 100):
-        # dedup off: a note is its own memory even when another says nearly the same
-        added = await memory.add_many(list(batch), namespace=ns, dedup=False)
-        result.memories += len(added)
-        progress(len(batch))
+    if items:
+        # One call, so all or nothing: every note is checked and embedded before the one
+        # write. dedup off: a note is its own memory even when another says nearly the same.
+        added = await memory.add_many(items, namespace=ns, dedup=False)
+        result.memories = len(added)
+        progress(len(items))
     return result
 
 
@@ -587,13 +741,20 @@ def read_markdown(path: str | PathLike[str]) -> tuple[list[MarkdownNote], list[s
     return notes, sources
 
 
-def load_document(path: str | PathLike[str]) -> Any:
+def load_document(path: str | PathLike[str]) -> dict[str, Any]:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise NotFoundError(f"{str(path)!r} does not exist") from e
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValidationError(f"{str(path)!r} is not a JSON export: {e}") from e
+    if not isinstance(document, dict):
+        raise ValidationError(
+            f"{str(path)!r} is not a JSON export: its top level is "
+            f"{type(document).__name__ if document is not None else 'null'}, not an object "
+            "(export one with `tiered-memory export`)"
+        )
+    return document
 
 
 __all__ = [

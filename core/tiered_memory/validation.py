@@ -1,45 +1,44 @@
-"""Input checks that run before anything is written (DESIGN.md section 8)."""
+"""Input checks that run before anything is written (DESIGN.md section 8).
+
+The engine's public methods are the boundary: each checks its arguments here, once,
+and passes on value types (`Namespace`, `MemoryId`) that the retrieval code, the
+faces and the adapters take as already valid. An adapter called directly with a
+plain string checks it with the same function (`check_namespace(value)`, defined
+with the path namespaces in `namespaces.py` and re-exported here), so there is one
+definition of a valid namespace; it adds only what its backend needs (an S3 key
+length, a Weaviate tenant name).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from .errors import DimensionMismatchError, NamespaceError, ValidationError
-from .namespaces import MARK, PathNamespace
+from .errors import DimensionMismatchError, ValidationError
+from .models import utc
+from .namespaces import Namespace as Namespace  # re-exported: the boundary's value types
+from .namespaces import check_namespace as check_namespace
 from .policy import Limits
 from .ports import MetadataFilter, Vector
 
 
-def check_namespace(namespace: str, limits: Limits) -> str:
-    """Namespaces are opaque strings: any text is stored literally, but not empty ones,
-    and not the mark of a path namespace, which only a `PathNamespace` may carry (so no
-    text a caller passes can name a face's namespace)."""
-    if not isinstance(namespace, str):
-        raise NamespaceError(f"namespace must be a string, got {type(namespace).__name__}")
-    if MARK in namespace and not isinstance(namespace, PathNamespace):
-        raise NamespaceError(
-            "namespace contains U+FDD0, which marks namespaces built from a path of labels "
-            "(a LangGraph store's); name one with tiered_memory.PathNamespace(labels)"
-        )
-    if not namespace.strip():
-        raise NamespaceError("namespace is empty; pass e.g. namespace='user-42'")
-    if len(namespace) > limits.max_namespace_chars:
-        raise NamespaceError(
-            f"namespace is {len(namespace)} characters; the limit is {limits.max_namespace_chars}"
-        )
-    _check_text_encodable(namespace, "namespace", NamespaceError)
-    return namespace
+class MemoryId(str):
+    """A memory id that passed `check_id`: non-blank storable text."""
+
+    __slots__ = ()
 
 
 def check_content(content: str, limits: Limits) -> str:
     if not isinstance(content, str):
-        raise ValidationError(f"content must be a string, got {type(content).__name__}")
+        raise ValidationError(
+            f"content must be a string, got {type(content).__name__} (decode bytes first)"
+        )
     if not content.strip():
         raise ValidationError("content is empty or whitespace; there is nothing to remember")
     if "\x00" in content:
@@ -53,18 +52,36 @@ def check_content(content: str, limits: Limits) -> str:
     return content
 
 
-def check_ids(ids: object) -> list[str]:
+def check_ids(ids: object, limits: Limits | None = None) -> list[MemoryId]:
     """A list of ids. A bare string is refused: iterating it would act on one-letter ids."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-        raise ValidationError("pass a list of ids, e.g. [memory.id], not a single string")
-    return [check_id(i) for i in ids]
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise ValidationError("pass a list of ids, e.g. [memory.id], not a single value")
+    return [check_id(i, limits) for i in ids]
 
 
-def check_id(memory_id: str) -> str:
+def check_id(memory_id: object, limits: Limits | None = None, what: str = "id") -> MemoryId:
+    """Ids follow the namespace rules, with their own length limit at the boundary."""
+    if isinstance(memory_id, MemoryId) and limits is None:
+        return memory_id
     if not isinstance(memory_id, str) or not memory_id.strip():
-        raise ValidationError("a memory id must be a non-empty string")
-    _check_text_encodable(memory_id, "id")
-    return memory_id
+        raise ValidationError(
+            f"{what} must be a non-empty string such as memory.id, got {_describe(memory_id)}"
+        )
+    if limits is not None and len(memory_id) > limits.max_id_chars:
+        raise ValidationError(
+            f"{what} is {len(memory_id)} characters; the limit is {limits.max_id_chars} "
+            "(Policy.limits.max_id_chars): use a shorter key, e.g. a hash of it"
+        )
+    _check_text_encodable(memory_id, what)
+    return MemoryId(memory_id)
+
+
+def _describe(value: object) -> str:
+    """A value for an error message: short, and never a dump of a huge input."""
+    if isinstance(value, (str, int, float)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return type(value).__name__
 
 
 def _check_text_encodable(
@@ -197,7 +214,14 @@ def check_vector(values: Any, dimension: int | None, *, what: str = "embedding")
         raise ValidationError(f"{what} must be a non-empty flat list of numbers")
     if not np.isfinite(vector).all():
         raise ValidationError(f"{what} contains NaN or infinite values")
-    if dimension is not None and vector.size != dimension:
+    if dimension is not None:
+        check_size(vector, dimension, what=what)
+    return vector
+
+
+def check_size(vector: Vector, dimension: int, *, what: str = "embedding") -> Vector:
+    """A vector already checked finite and flat must have the store's dimension."""
+    if vector.size != dimension:
         raise DimensionMismatchError(
             f"{what} has dimension {vector.size}, but this store holds {dimension}-d vectors "
             "(use the same embedding model, or a new store)"
@@ -213,7 +237,122 @@ def check_budget(budget_tokens: int) -> int:
     return budget_tokens
 
 
-def check_k(k: int, name: str = "k") -> int:
+def check_k(k: object, name: str = "k") -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValidationError(f"{name} must be a positive integer, got {k!r}")
+        raise ValidationError(f"{name} must be a positive integer, got {_describe(k)}")
     return k
+
+
+def check_count(value: object, name: str, limits: Limits) -> int:
+    """k, limit, max_items: a positive integer the backends can bind (SQLite stops at
+    2**63) and a caller can page through (`Policy.limits.max_results`)."""
+    count = check_k(value, name)
+    if count > limits.max_results:
+        raise ValidationError(
+            f"{name} is {count}; the most one call returns is {limits.max_results} "
+            "(page with after_id, or raise Policy.limits.max_results)"
+        )
+    return count
+
+
+def check_items(items: object) -> list[Any]:
+    """What add_many takes: a list (any iterable) of items, never one string or dict."""
+    if isinstance(items, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        items, Iterable
+    ):
+        raise ValidationError(
+            f"add_many takes a list of items (strings or dicts), got {_describe(items)}; "
+            "use add() for one memory"
+        )
+    return list(items)
+
+
+MAX_FUSION_WEIGHT = 1e6  # weights are relative; a larger one overflows their sum
+
+
+def check_weights(weights: object) -> dict[str, float] | None:
+    """Per-call fusion weights: a dict of name -> a finite number in [0, 1e6], not all 0.
+
+    The names are checked where they are resolved (`scoring.resolve_fusion_weights`).
+    """
+    if weights is None:
+        return None
+    example = "e.g. weights={'vector': 1, 'keyword': 0}"
+    if not isinstance(weights, Mapping):
+        raise ValidationError(f"weights must be a dict of signal -> weight, {example}")
+    out: dict[str, float] = {}
+    for key, value in weights.items():
+        if not isinstance(key, str):
+            raise ValidationError(f"a fusion weight name must be a string, {example}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0 <= value <= MAX_FUSION_WEIGHT
+        ):
+            raise ValidationError(
+                f"fusion weight {key!r} must be a number between 0 and {MAX_FUSION_WEIGHT:g}, "
+                f"got {value!r}"
+            )
+        out[key] = float(value)
+    if out and not any(out.values()):
+        raise ValidationError(f"at least one fusion weight must be above 0, {example}")
+    return out
+
+
+def check_query(query: object, limits: Limits) -> str:
+    """Query text may be empty (a vector can drive the search), but it is text."""
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, got {_describe(query)}")
+    if len(query) > limits.max_content_chars:
+        raise ValidationError(
+            f"query is {len(query)} characters; the limit is {limits.max_content_chars} "
+            "(Policy.limits.max_content_chars)"
+        )
+    _check_text_encodable(query, "content")
+    return query
+
+
+def check_label(value: object, what: str, limit: int, setting: str) -> str:
+    """Short free text kept beside a memory (its source, an archive reason)."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, got {_describe(value)}")
+    if len(value) > limit:
+        raise ValidationError(
+            f"{what} is {len(value)} characters; the limit is {limit} (Policy.limits.{setting})"
+        )
+    _check_text_encodable(value, "content")
+    return value
+
+
+def check_when(value: object, what: str = "now") -> datetime:
+    """A datetime given by the caller; a naive one is taken as UTC (models.utc)."""
+    if not isinstance(value, datetime):
+        raise ValidationError(
+            f"{what} must be a datetime, e.g. datetime(2026, 1, 1, tzinfo=timezone.utc), "
+            f"got {_describe(value)}"
+        )
+    return utc(value)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """A yes/no argument is a bool: the string "no" is truthy, and `hard="no"` deletes."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"{name} must be True or False, got {_describe(value)}")
+    return bool(value)
+
+
+def check_list(value: object, what: str) -> list[Any]:
+    """A list argument (tiers, memory types): one string would iterate as letters."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a list, e.g. [{_EXAMPLES.get(what, '...')}]")
+    return list(value)
+
+
+_EXAMPLES = {
+    "tiers": "'hot', 'warm'",
+    "memory_types": "'factual'",
+    "texts": "'some text'",
+    "ids": "'doc-1'",
+    "metadatas": "{'source': 'notes'}",
+}

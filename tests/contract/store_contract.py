@@ -49,7 +49,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from tiered_memory.errors import DimensionMismatchError, NotFoundError, ValidationError
+from tiered_memory.errors import (
+    ConfigurationError,
+    DimensionMismatchError,
+    NotFoundError,
+    ValidationError,
+)
 from tiered_memory.models import (
     LIVE_TIERS,
     ArchiveRecord,
@@ -378,6 +383,71 @@ class MemoryStoreContract:
                 namespace, np.ones(self.dimension + 1, dtype=np.float32), tiers=ALL_LIVE, k=3
             )
         assert await store.dimension() == self.dimension
+
+    async def test_ensure_dimension_records_it_and_refuses_another_once_written(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a"))
+        await store.ensure_dimension(self.dimension)  # the same: nothing to do
+        with pytest.raises(ConfigurationError, match=f"{self.dimension}-d"):
+            await store.ensure_dimension(self.dimension + 1)
+        assert await store.dimension() == self.dimension
+
+    # -- replacing -------------------------------------------------------------------------
+
+    async def test_replace_many_replaces_live_memories_and_inserts_new_ones(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", "old a", axis=0, tier=Tier.COLD))
+        new_a = self.memory("a", "new a", axis=1, namespace=namespace, metadata={"v": 2})
+        new_b = self.memory("b", "new b", axis=2, namespace=namespace)
+        assert await store.replace_many(namespace, [new_a, new_b]) == []
+        found = await store.get_many(namespace, ["a", "b"])
+        assert {i: (m.content, m.tier) for i, m in found.items()} == {
+            "a": ("new a", Tier.HOT),
+            "b": ("new b", Tier.HOT),
+        }
+        assert found["a"].metadata == {"v": 2}
+        # searches see the new vector and text only, and one copy of each id
+        hits = await store.vector_search(namespace, np.array(self.vec(1)), tiers=ALL_LIVE, k=5)
+        assert [h.memory.id for h in hits][:1] == ["a"]
+        assert sorted(h.memory.id for h in hits) == ["a", "b"]
+        assert [h.memory.id for h in await self.lexical(store, namespace, "old")] == []
+        assert await store.list_ids(namespace, tiers=frozenset(Tier)) == ["a", "b"]
+
+    async def test_replace_many_replaces_archive_records(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a"))
+        assert await store.archive_many(namespace, [self.record("a", namespace)]) == 1
+        replaced = self.memory("a", "back again", namespace=namespace)
+        [record] = await store.replace_many(namespace, [replaced])
+        assert (record.id, record.summary) == ("a", "summary of a")
+        assert await store.get_archives(namespace, ["a"]) == {}
+        assert (await self.one(store, namespace, "a")).content == "back again"
+        assert (await store.stats(namespace)).total == 1
+
+    async def test_a_refused_replace_keeps_what_was_stored(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        await self.put(store, namespace, self.memory("a", "old a"), self.memory("b", "old b"))
+        wrong = [1.0] * (self.dimension + 1)
+        with pytest.raises(DimensionMismatchError):
+            await store.replace_many(
+                namespace,
+                [
+                    self.memory("a", "new a", namespace=namespace),
+                    self.memory("b", "new b", namespace=namespace, embedding=wrong),
+                ],
+            )
+        bare = self.memory("a", "new a", namespace=namespace).model_copy(update={"embedding": None})
+        with pytest.raises(ValidationError):
+            await store.replace_many(namespace, [bare])
+        found = await store.get_many(namespace, ["a", "b"])
+        assert {i: m.content for i, m in found.items()} == {"a": "old a", "b": "old b"}
+
+    async def lexical(self, store: MemoryStore, namespace: str, text: str) -> list[Any]:
+        return await store.lexical_search(namespace, text, tiers=ALL_LIVE, k=5)
 
     async def test_patch_many_applies_each_field(self, store: MemoryStore, namespace: str) -> None:
         await self.put(store, namespace, self.memory("a"), self.memory("b"), self.memory("c"))

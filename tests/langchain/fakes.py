@@ -1,4 +1,5 @@
-"""A chat model for agent tests: it answers from a script and keeps what it was sent."""
+"""Fakes for the face tests: a chat model that answers from a script and keeps what it
+was sent, and embeddings whose service fails on demand."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -52,3 +54,12 @@ class RecordingChatModel(BaseChatModel):
             system = [m for m in call if m.type == "system"]
             out.append(system[0].text if system else "")
         return out
+
+
+class FailingEmbeddings(DeterministicFakeEmbedding):
+    """Deterministic fake embeddings whose service fails for any text holding "boom"."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if any("boom" in t for t in texts):
+            raise ConnectionError("the embedding service is down")
+        return super().embed_documents(texts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 from langchain_tiered_memory import TieredMemoryRetriever
-from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory
+from tiered_memory import ConfigurationError, MemoryType, Tier, TieredMemory, ValidationError
 
 NS = "user-42"
 
@@ -115,8 +116,22 @@ def test_forgotten_memories_are_not_retrieved(mem: TieredMemory) -> None:
 
 def test_unknown_call_arguments_are_refused(mem: TieredMemory) -> None:
     retriever = TieredMemoryRetriever(memory=mem, namespace=NS)
-    with pytest.raises(TypeError, match="tiers"):
+    with pytest.raises(ValidationError, match="tiers"):
         retriever.invoke("tea", tiers=["hot"])
+
+
+@pytest.mark.parametrize("config", [[], "user-42", 42])
+def test_a_config_that_is_not_a_dict_is_refused(mem: TieredMemory, config: Any) -> None:
+    """Refused by us, as a typed error, before LangChain reads it (an AttributeError)."""
+    seed(mem)
+    for retriever in (
+        TieredMemoryRetriever(memory=mem, namespace=NS),
+        TieredMemoryRetriever(memory=mem, namespace_key="user_id"),
+    ):
+        with pytest.raises(ValidationError, match="RunnableConfig"):
+            retriever.invoke("tea", config=config)
+        with pytest.raises(ValidationError, match="RunnableConfig"):
+            asyncio.run(retriever.ainvoke("tea", config=config))
 
 
 def test_deep_retrieval_marks_archived_summaries(mem: TieredMemory) -> None:

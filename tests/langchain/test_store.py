@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,9 +20,13 @@ from tiered_memory import (
     NamespaceError,
     Tier,
     TieredMemory,
+    TieredMemoryError,
     ValidationError,
 )
+from tiered_memory.embeddings import LangChainEmbedder
 from tiered_memory.validation import check_namespace
+
+from .fakes import FailingEmbeddings
 
 USER = ("memories", "user-42")
 
@@ -329,3 +334,41 @@ def test_a_refused_put_keeps_the_stored_item(store: TieredMemoryStore) -> None:
     item = store.get(USER, "k")
     assert item is not None
     assert item.value == {"content": "original"}
+
+
+@pytest.mark.parametrize(
+    ("value", "index"),
+    [({"when": timedelta(days=1)}, None), ({"a": None, 0: None}, None), ({"x": {1, 2}}, ["x"])],
+)
+def test_a_value_that_is_not_json_is_refused_and_keeps_the_stored_item(
+    store: TieredMemoryStore, value: dict[object, object], index: list[str] | None
+) -> None:
+    """Its text is computed from its JSON before the core sees it: that used to raise
+    json's TypeError (not JSON serialisable, or keys that cannot be sorted)."""
+    store.put(USER, "k", {"content": "original"})
+    with pytest.raises(ValidationError, match="JSON"):
+        store.put(USER, "k", value, index=index)  # type: ignore[arg-type]
+    item = store.get(USER, "k")
+    assert item is not None
+    assert item.value == {"content": "original"}
+
+
+def test_a_put_whose_embedding_fails_keeps_the_stored_item(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The replacement is embedded before the old item is touched, and swapped in one
+    transaction: an embedding service failing on the new value loses nothing."""
+    embeddings = FailingEmbeddings(size=32)
+    with TieredMemory.embedded(
+        tmp_path / "flaky.db", embedder=LangChainEmbedder(embeddings), clock=clock
+    ) as memory:
+        store = TieredMemoryStore(memory, index={"fields": ["content"]})
+        store.put(USER, "k", {"content": "The user likes green tea"})
+        with pytest.raises((ConnectionError, TieredMemoryError)):
+            store.put(USER, "k", {"content": "boom: the user likes coffee"})
+        item = store.get(USER, "k")
+        assert item is not None
+        assert item.value == {"content": "The user likes green tea"}
+        assert [hit.key for hit in store.search(USER, query="green tea")] == ["k"]
+        store.put(USER, "k", {"content": "The user likes coffee"})  # and a good one replaces
+        assert store.get(USER, "k").value == {"content": "The user likes coffee"}  # type: ignore[union-attr]

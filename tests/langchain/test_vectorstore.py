@@ -20,8 +20,11 @@ from tiered_memory import (
     Policy,
     Tier,
     TieredMemory,
+    TieredMemoryError,
     ValidationError,
 )
+
+from .fakes import FailingEmbeddings
 
 
 class TestTieredMemoryVectorStoreStandard(VectorStoreIntegrationTests):
@@ -87,7 +90,7 @@ def test_filter_and_search_by_vector(docs_store: TieredMemoryVectorStore) -> Non
     vector = DeterministicFakeEmbedding(size=16).embed_query("pears")
     [best] = docs_store.similarity_search_by_vector(vector, k=1)
     assert best == Document(id="p", page_content="pears", metadata={"kind": "fruit", "n": 2})
-    with pytest.raises(TypeError, match="unexpected search argument"):
+    with pytest.raises(ValidationError, match="unexpected search argument"):
         docs_store.similarity_search("pears", k=1, where={"kind": "fruit"})
 
 
@@ -179,7 +182,7 @@ def test_wrapping_an_existing_memory(mem: TieredMemory) -> None:
     assert store.embeddings is None  # a HashingEmbedder is not a LangChain Embeddings
     store.close()  # not ours: the memory stays open
     assert mem.get("office", namespace="kb") is not None
-    assert isinstance(mem.aio.embedder, HashingEmbedder)
+    assert isinstance(mem.aio.embedder.inner, HashingEmbedder)  # behind the engine's guard
 
 
 def test_a_refused_replacement_keeps_the_stored_document(
@@ -195,3 +198,20 @@ def test_a_refused_replacement_keeps_the_stored_document(
     assert docs_store.get_by_ids(["d"]) == [
         Document(id="d", page_content="original", metadata={"v": 1})
     ]
+
+
+def test_a_replacement_whose_embedding_fails_keeps_the_stored_document(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    with TieredMemoryVectorStore.embedded(
+        tmp_path / "flaky.db", FailingEmbeddings(size=16), clock=clock
+    ) as store:
+        store.add_texts(["original"], metadatas=[{"v": 1}], ids=["d"])
+        with pytest.raises((ConnectionError, TieredMemoryError)):
+            store.add_texts(["boom"], metadatas=[{"v": 2}], ids=["d"])
+        with pytest.raises((ConnectionError, TieredMemoryError)):
+            store.add_texts(["fine", "boom"], ids=["e", "d"])  # nothing of the batch lands
+        assert store.get_by_ids(["d", "e"]) == [
+            Document(id="d", page_content="original", metadata={"v": 1})
+        ]
+        assert store.similarity_search("original", k=1)[0].id == "d"

@@ -218,10 +218,12 @@ def test_context_window_must_be_positive(mem: TieredMemory, window: int) -> None
         TieredMemoryBlock(memory=mem, namespace=NS, retrieval_context_window=window)
 
 
-@pytest.mark.parametrize("namespace", [None, "", "  "])
-def test_a_block_names_whose_memories_it_holds(mem: TieredMemory, namespace: str | None) -> None:
+@pytest.mark.parametrize("namespace", [None, "", "  ", 42, "a\nb", '\ufdd0["memories"]'])
+def test_a_block_names_whose_memories_it_holds(mem: TieredMemory, namespace: object) -> None:
     """No block quietly shares a "default" namespace: each Memory (one per user's chat)
     gives its block the user's namespace."""
     kwargs = {} if namespace is None else {"namespace": namespace}
+    # what the core refuses as a namespace, refused here too (one definition of it):
+    # a control character, the mark only a path namespace may carry
     with pytest.raises(ConfigurationError, match="namespace"):
         TieredMemoryBlock(memory=mem, **kwargs)

@@ -26,12 +26,14 @@ from llamaindex_tiered_memory import (
     UnsupportedQueryError,
 )
 from tiered_memory import (
+    DimensionMismatchError,
     HashingEmbedder,
     ManualClock,
     Tier,
     TieredMemory,
     ValidationError,
 )
+from tiered_memory.models import CONTEXT_PHASE
 from tiered_memory.ports import Matrix, Vector
 
 from .helpers import DIM, HashingEmbedding, texts
@@ -182,6 +184,45 @@ def test_add_replaces_a_node_stored_under_the_same_id(
     assert [(m.id, m.content, m.metadata["v"]) for m in memories] == [("n1", "second version", 2)]
 
 
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        node("second version", "n1", [float("nan")] * DIM),
+        node("second version", "n1", [0.1] * (DIM + 1)),
+        node("second\x00version", "n1", vec("second version")),
+        node("second version", "n1", vec("second version"), big=2**70),
+    ],
+    ids=["nan-embedding", "other-dimension", "nul-in-text", "integer-out-of-range"],
+)
+def test_a_refused_replacement_keeps_the_stored_node(
+    store: TieredMemoryVectorStore, mem: TieredMemory, replacement: TextNode
+) -> None:
+    """The new node is checked before the old one is touched: nothing is lost."""
+    store.add([node("first version", "n1", vec("first version"), v=1)])
+    with pytest.raises(ValidationError):
+        store.add([node("another", "n2", vec("another")), replacement])
+    assert [(m.id, m.content) for m in mem.list(namespace=NS)] == [("n1", "first version")]
+    [kept] = store.get_nodes(["n1"])
+    assert kept.get_content() == "first version"
+
+
+def test_an_index_with_another_embedding_size_is_refused_before_writing(
+    mem: TieredMemory,
+) -> None:
+    """The memory embeds with a 64-d model; an index embedding with an 8-d one must not
+    fix the file at 8-d (after which every add, search and recall of every namespace
+    failed). Its insert is refused, and the memory keeps working."""
+    store = TieredMemoryVectorStore(mem, namespace=NS)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
+    with pytest.raises(DimensionMismatchError, match="8"):
+        index.insert(Document(text="an 8-d chunk", doc_id="small"))
+    assert mem.stats(namespace=NS).total == 0
+    added = mem.add("Ava plays the violin", namespace="other")
+    assert mem.search("violin", namespace="other")[0].memory.id == added.id
+    assert "violin" in mem.recall("violin", namespace="other").text
+    assert mem.run(mem.aio.store.dimension()) == DIM
+
+
 def test_duplicate_ids_in_one_add_replace_nothing(
     store: TieredMemoryVectorStore, mem: TieredMemory
 ) -> None:
@@ -316,18 +357,31 @@ def test_budget_returns_what_recall_injects_and_records_its_use(
     index = VectorStoreIndex.from_vector_store(store, embed_model=hashing_embed)
     for i in range(8):
         index.insert(Document(text=f"Falcon launch note {i}: " + "detail " * 10, doc_id=f"f{i}"))
+    # what recall injects, looked at first without recording use
+    injected = mem.recall(
+        "Falcon launch note",
+        namespace=NS,
+        budget_tokens=40,
+        max_items=8,
+        record_use=False,
+        query_embedding=hashing_embed.get_query_embedding("Falcon launch note"),
+    ).items
     found = index.as_retriever(similarity_top_k=8).retrieve("Falcon launch note")
     count = mem.aio.tokens.count
     assert 1 <= len(found) < 8
+    assert [r.node.node_id for r in found] == [h.memory.id for h in injected]
     assert count("\n".join("- " + r.node.get_content() for r in found)) <= 40
     used = {m.id: m.use_count for m in mem.list(namespace=NS)}
-    assert {i for i, n in used.items() if n == 1} == {r.node.node_id for r in found}
-    assert sum(used.values()) == len(found)
+    # neighbours in time that rode along with a hit (phase 5) are not uses
+    on_merit = {h.memory.id for h in injected if h.phase != CONTEXT_PHASE}
+    assert on_merit
+    assert {i for i, n in used.items() if n == 1} == on_merit
+    assert sum(used.values()) == len(on_merit)
     plain = index.as_retriever(
         similarity_top_k=8, vector_store_kwargs={"budget_tokens": None}
     ).retrieve("Falcon launch note")
     assert len(plain) == 8
-    assert sum(m.use_count for m in mem.list(namespace=NS)) == len(found)  # search records none
+    assert sum(m.use_count for m in mem.list(namespace=NS)) == len(on_merit)  # search: none
 
 
 def test_budget_per_query_and_top_k_cap(index: VectorStoreIndex, mem: TieredMemory) -> None:
@@ -447,6 +501,36 @@ def test_the_index_query_embedding_is_used_not_re_embedded(
             budget_tokens=100,
         )
         assert [n.get_content() for n in budgeted.nodes or []] == ["red apples"]
+
+
+@pytest.mark.parametrize("budget", [None, 100])
+def test_a_query_embedding_is_checked_once_and_of_the_stores_size(
+    store: TieredMemoryVectorStore,
+    mem: TieredMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    budget: int | None,
+) -> None:
+    """The index's query vector goes to the engine as the caller's (`query_embedding`):
+    checked there, once, as any caller's is. One of another size is the caller's
+    mistake, a DimensionMismatchError; it used to pass as if the memory's embedder had
+    made it, blamed on that embedder (ConfigurationError)."""
+    from tiered_memory import validation
+
+    store.add([node("blue sky", "n1", vec("blue sky"))])
+    calls: list[str] = []
+    real = validation.check_vector
+
+    def counted(*args: object, **kwargs: object) -> Vector:
+        calls.append(str(kwargs.get("what", "embedding")))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(validation, "check_vector", counted)
+    result = store.query(VectorStoreQuery(query_embedding=vec("blue sky")), budget_tokens=budget)
+    assert [n.get_content() for n in result.nodes or []] == ["blue sky"]
+    assert calls == ["query_embedding"]
+    with pytest.raises(DimensionMismatchError, match="query_embedding"):
+        store.query(VectorStoreQuery(query_embedding=[0.5] * 8), budget_tokens=budget)
+    assert mem.run(mem.aio.store.dimension()) == DIM
 
 
 def test_embedded_factory_owns_and_closes_its_engine(

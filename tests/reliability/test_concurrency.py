@@ -19,6 +19,8 @@ import json
 import random
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ import pytest
 
 from tiered_memory import (
     AsyncTieredMemory,
+    BackendUnavailableError,
+    EmbedderError,
     HashingEmbedder,
     MaintenanceReport,
     ManualClock,
@@ -35,7 +39,7 @@ from tiered_memory import (
     TieredMemory,
 )
 from tiered_memory.errors import ArchiveIntegrityError, NotFoundError
-from tiered_memory.ports import Summary, SummaryRequest
+from tiered_memory.ports import Matrix, Summary, SummaryRequest, Vector
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .harness import T0, WORDS
@@ -445,3 +449,124 @@ def test_two_processes_archive_the_same_due_memories_once(tmp_path: Path) -> Non
         assert mem.restore_archive(namespace="race") == RACE_MEMORIES
     finally:
         mem.close()
+
+
+# -- replaces racing failures (issue 16, item 2) -----------------------------------------
+
+
+class FailingEmbedder:
+    """The hashing embedder, down for any text holding "boom" (an outage that hits one
+    request of many)."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.dimension = self.inner.dimension
+
+    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if any("boom" in t for t in texts):
+            raise BackendUnavailableError("the embedding service is down")
+        return await self.inner.embed_documents(texts)
+
+    async def embed_query(self, text: str) -> Vector:
+        return await self.inner.embed_query(text)
+
+
+KEYS_PER_WRITER = 6
+
+
+async def test_replaces_racing_failures_and_a_sweep_lose_nothing(tmp_path: Path) -> None:
+    """8 writers keep replacing their own keys (`upsert`); a quarter of the new values
+    fail to embed and a tenth fail inside the store's transaction (the insert after the
+    old row's removal). 8 readers read every key meanwhile, and a sweep moves them
+    through the tiers. A key is never missing, always holds a value that was written,
+    and ends with the last value whose replace succeeded.
+
+    The memories are important enough never to be archived: an archival that read a
+    value before a replace and commits after it still replaces the new value by the
+    old one's record (the archival pipeline's own claim must guard that)."""
+    amem = await AsyncTieredMemory.embedded(
+        tmp_path / "replace.db", embedder=FailingEmbedder(), clock=ManualClock(T0)
+    )
+    store = amem.store
+    insert = store._insert_memories  # type: ignore[attr-defined]
+
+    def failing_insert(conn: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+        if any("disk" in str(row[2]) for row in rows):  # row[2] is the content
+            raise BackendUnavailableError("the disk is full")
+        insert(conn, rows)
+
+    store._insert_memories = failing_insert  # type: ignore[attr-defined]
+    ns = NAMESPACES[1]
+    written: dict[str, list[str]] = {}  # key -> every value a replace was asked to write
+    final: dict[str, str] = {}  # key -> the value of its last successful replace
+    counts: Counter[str] = Counter()
+    loop = asyncio.get_running_loop()
+    try:
+        for w in range(WRITERS):
+            for k in range(KEYS_PER_WRITER):
+                key = f"w{w}-k{k}"
+                first = f"{key} version 0 about the garden"
+                await amem.upsert(first, id=key, namespace=ns, importance=0.8)
+                written[key], final[key] = [first], first
+        deadline = loop.time() + DURATION
+
+        async def writer(w: int) -> None:
+            rng = random.Random(f"replace-writer-{w}")
+            version = 0
+            while loop.time() < deadline:
+                key = f"w{w}-k{rng.randrange(KEYS_PER_WRITER)}"
+                version += 1
+                fate = rng.random()
+                word = "boom" if fate < 0.25 else "disk" if fate < 0.35 else "fine"
+                value = f"{key} version {version} {word} " + " ".join(rng.sample(WORDS, 4))
+                written[key].append(value)
+                try:
+                    await amem.upsert(value, id=key, namespace=ns, importance=0.8)
+                except EmbedderError:  # the outage, wrapped by the embedder's guard
+                    assert word == "boom", value
+                    counts["failed"] += 1
+                except BackendUnavailableError:
+                    assert word == "disk", value
+                    counts["failed"] += 1
+                else:
+                    assert word == "fine", value
+                    final[key] = value
+                    counts["replaced"] += 1
+                await asyncio.sleep(0)
+
+        async def reader(r: int) -> None:
+            rng = random.Random(f"replace-reader-{r}")
+            while loop.time() < deadline:
+                key = rng.choice(sorted(written))
+                found = await amem.get(key, namespace=ns)
+                assert found is not None, f"{key} vanished"
+                if found.tier is not Tier.ARCHIVED:  # an archived one reads as its summary
+                    assert found.content in written[key], found.content
+                counts["read"] += 1
+                await asyncio.sleep(0)
+
+        async def sweeper() -> None:
+            while loop.time() < deadline:
+                report = await amem.maintain(now=SWEEP_NOW)
+                if not report.skipped:
+                    check_report(report)
+                    counts["moved"] += sum(report.moved.values())
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(
+            asyncio.gather(
+                *(writer(w) for w in range(WRITERS)),
+                *(reader(r) for r in range(READERS)),
+                sweeper(),
+            ),
+            timeout=DURATION + 60,
+        )
+        store._insert_memories = insert  # type: ignore[attr-defined]
+        snap = await check_store(amem, {ns: final})
+    finally:
+        await amem.close()
+    print(f"\n[concurrency/replace] {dict(counts)}, lost=0")
+    assert counts["replaced"] > 0
+    assert counts["failed"] > 0
+    assert counts["read"] > 0
+    assert snap.ids(ns) == set(final)

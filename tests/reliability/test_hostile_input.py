@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from tiered_memory import (
@@ -44,8 +44,10 @@ from tiered_memory.archive import decode_document, original_key, sha256_hex
 from tiered_memory.ports import MetadataFilter
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
+from . import surface
 from .conftest import START
 from .invariants import sqlite_store
+from .state import state_of
 
 T = TypeVar("T")
 DIM = 64
@@ -409,7 +411,7 @@ def test_budgets_zero_huge_and_wrong(probe: Probe, budget: Any, max_items: int |
         )
     )
     budget_ok = isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0
-    items_ok = max_items is None or max_items >= 1
+    items_ok = max_items is None or 1 <= max_items <= mem.policy.limits.max_results
     if not (budget_ok and items_ok):
         assert isinstance(result, ValidationError), (budget, max_items)
         return
@@ -703,3 +705,182 @@ async def test_the_store_alone_refuses_a_truncated_file(
     cut = _half_copy(full_database, tmp_path / "cut.db")
     with pytest.raises(BackendUnavailableError, match="truncated"):
         await SQLiteMemoryStore.open(cut)
+
+
+# -- every public method with any arguments (issue 17) -------------------------------------
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[surface.World]:
+    built = surface.build_world(tmp_path)
+    try:
+        yield built
+    finally:
+        built.mem.close()
+
+
+def _attack(world: surface.World, data: st.DataObject) -> None:
+    """One call of one public method with drawn arguments: it succeeds, or raises a
+    TieredMemoryError after writing nothing (no row, link or original).
+
+    A framework's own check that refuses an argument before any of our code runs
+    (LangGraph's InvalidNamespaceError, a LlamaIndex event model) is the framework's
+    documented behaviour, and allowed; once our code has run, only our errors leave.
+    """
+    targets = surface.surface(world)
+    target = data.draw(st.sampled_from(targets), label="method")
+    args, kwargs = surface.arguments(data, world, target)
+    before = state_of(world.mem.aio, world.archive)
+    try:
+        target.call(*args, **kwargs)
+        return
+    except TieredMemoryError as e:
+        error = e
+    except Exception as e:
+        if surface.ran_our_code(e):
+            raise
+        error = e
+    after = state_of(world.mem.aio, world.archive)
+    assert after == before, f"{target.name}: {error!r} after writing {before.diff(after)}"
+
+
+HOSTILE_CALLS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@HOSTILE_CALLS
+@given(data=st.data())
+def test_every_public_method_takes_any_argument(world: surface.World, data: st.DataObject) -> None:
+    _attack(world, data)
+
+
+def test_the_surface_is_every_public_method(world: surface.World) -> None:
+    """A method added to the facade is attacked without editing the test."""
+    names = {t.name for t in surface.surface(world)}
+    assert {"core.add", "core.add_many", "core.search", "core.recall", "core.list"} <= names
+    assert {"core.archive", "core.maintain", "core.forget_many", "core.namespaces"} <= names
+    assert "langgraph.store.put" in names
+    assert "llamaindex.vectorstore.query" in names
+    assert "langchain.tool.memory_store.invoke" in names
+    assert len(names) >= 50
+
+
+@pytest.mark.soak
+@settings(HOSTILE_CALLS, max_examples=5_000)
+@given(data=st.data())
+def test_every_public_method_takes_any_argument_soak(
+    world: surface.World, data: st.DataObject
+) -> None:
+    _attack(world, data)
+
+
+# -- an import of any document (issue 16 item 4 under issue 17's rules) ----------------------
+
+FIELDS = {
+    "top": ["format", "version", "namespace", "dimension", "memories", "archives", "links"],
+    "memory": [
+        *("id", "content", "source", "metadata", "embedding", "tier", "importance"),
+        *("use_count", "superseded_by", "consolidated_from", "created_at", "pinned"),
+    ],
+    "archive": [
+        *("id", "summary", "summary_embedding", "checksum", "archive_reason", "source"),
+        *("size_bytes", "metadata", "archived_at"),
+    ],
+    "original": ["original", "record"],
+    "link": ["source", "target", "weight", "kind"],
+}
+
+
+def _listed(value: Any) -> list[Any]:
+    """The records of one part of a document, or one empty record to change."""
+    return value if isinstance(value, list) and value else [{}]
+
+
+def _hostile_document(data: st.DataObject, exported: dict[str, Any]) -> dict[str, Any]:
+    """An export with a few fields set to anything (or removed): a key of the document,
+    a field of one memory, archive record, original or link."""
+    document = json.loads(json.dumps(exported))
+    for _ in range(data.draw(st.integers(1, 3), label="changes")):
+        where = data.draw(st.sampled_from(sorted(FIELDS)), label="where")
+        archives = _listed(document.get("archives"))
+        records: dict[str, list[Any]] = {
+            "memory": _listed(document.get("memories")),
+            "archive": [a.get("record") if isinstance(a, dict) else None for a in archives],
+            "original": archives,
+            "link": _listed(document.get("links")),
+        }
+        target = document if where == "top" else data.draw(st.sampled_from(records[where]))
+        fields = FIELDS[where]
+        if not isinstance(target, dict):
+            continue
+        field_name = data.draw(st.sampled_from(fields), label=f"{where} field")
+        if data.draw(st.booleans(), label="remove"):
+            target.pop(field_name, None)
+        else:
+            target[field_name] = data.draw(surface.hostile, label=f"{where}.{field_name}")
+    return document
+
+
+def _mostly(data: st.DataObject, good: st.SearchStrategy[Any], label: str) -> Any:
+    """A plausible argument four times in five, so most calls reach the document."""
+    hostile = data.draw(st.integers(0, 4), label=f"{label} hostile") == 0
+    return data.draw(surface.hostile if hostile else good, label=label)
+
+
+def _import(world: surface.World, data: st.DataObject, exported: dict[str, Any]) -> None:
+    from tiered_memory.transfer import import_document
+
+    document = _hostile_document(data, exported)
+    namespace = _mostly(data, st.sampled_from(["imported", "default", None]), "into")
+    keep = _mostly(data, st.booleans(), "keep_namespace")
+    skip = _mostly(data, st.booleans(), "skip_existing")
+    before = state_of(world.mem.aio, world.archive)
+    try:
+        world.mem.run(
+            import_document(
+                world.mem.aio,
+                document,
+                namespace=namespace,
+                keep_namespace=keep,
+                skip_existing=skip,
+            )
+        )
+        event("imported")
+        return
+    except TieredMemoryError as e:
+        error = e
+    event(f"refused: {type(error).__name__}")
+    after = state_of(world.mem.aio, world.archive)
+    assert after == before, f"import: {error!r} after writing {before.diff(after)}"
+
+
+@pytest.fixture
+def exported(world: surface.World) -> dict[str, Any]:
+    from tiered_memory.transfer import dumps, export_namespace
+
+    document = world.mem.run(export_namespace(world.mem.aio, "default"))
+    loaded: dict[str, Any] = json.loads(dumps(document))
+    return loaded
+
+
+IMPORTS = settings(HOSTILE_CALLS, max_examples=100)
+
+
+@IMPORTS
+@given(data=st.data())
+def test_an_import_takes_any_document(
+    world: surface.World, exported: dict[str, Any], data: st.DataObject
+) -> None:
+    _import(world, data, exported)
+
+
+@pytest.mark.soak
+@settings(HOSTILE_CALLS, max_examples=2_000)
+@given(data=st.data())
+def test_an_import_takes_any_document_soak(
+    world: surface.World, exported: dict[str, Any], data: st.DataObject
+) -> None:
+    _import(world, data, exported)

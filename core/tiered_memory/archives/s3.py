@@ -157,7 +157,7 @@ class S3ObjectStore:
         if len(object_key.encode()) > _MAX_KEY_BYTES:
             raise ValidationError(
                 f"the object key for this namespace and id is {len(object_key.encode())} "
-                f"bytes once encoded; S3 allows {_MAX_KEY_BYTES}: use shorter ids"
+                f"bytes once encoded; S3 allows {_MAX_KEY_BYTES}: use a shorter namespace or id"
             )
         return object_key
 

@@ -48,13 +48,13 @@ from urllib.parse import urlsplit
 from tiered_memory.errors import (
     BackendUnavailableError,
     ConfigurationError,
-    NamespaceError,
     TieredMemoryError,
     ValidationError,
     missing_extra,
 )
 from tiered_memory.models import Link, LinkKind, Neighbor, utc
 from tiered_memory.validation import check_id, check_k
+from tiered_memory.validation import check_namespace as _check_namespace
 
 if TYPE_CHECKING:
     from neo4j import AsyncDriver, AsyncManagedTransaction, AsyncSession
@@ -379,18 +379,6 @@ def falkordb_statement_bytes(query: str, params: Mapping[str, Any]) -> int:
 
 
 # -- small pure helpers ------------------------------------------------------------------
-
-
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    if "\x00" in namespace:
-        raise NamespaceError("namespace contains a NUL character")
-    try:
-        namespace.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise NamespaceError("namespace is not valid Unicode text (lone surrogate)") from e
-    return namespace
 
 
 def _ids(ids: Iterable[str]) -> list[str]:

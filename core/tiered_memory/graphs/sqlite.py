@@ -20,11 +20,12 @@ from datetime import datetime
 from os import PathLike
 from typing import Any
 
-from tiered_memory.errors import NamespaceError, ValidationError
+from tiered_memory.errors import ValidationError
 from tiered_memory.models import Link, LinkKind, Neighbor
 from tiered_memory.stores.sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
 from tiered_memory.stores.sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from tiered_memory.validation import check_id, check_k
+from tiered_memory.validation import check_namespace as _check_namespace
 
 DEPTHS = frozenset({1, 2, 3})
 
@@ -84,12 +85,6 @@ LIMIT :limit
 """
 
 _LINK_COLUMNS = "source, target, weight, kind, created_at, updated_at"
-
-
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _pair(source: str, target: str) -> tuple[str, str]:

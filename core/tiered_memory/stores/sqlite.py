@@ -38,13 +38,14 @@ from typing import Any
 import numpy as np
 
 from tiered_memory.errors import (
+    ConfigurationError,
     DimensionMismatchError,
-    NamespaceError,
     ValidationError,
 )
 from tiered_memory.lexicon import LexicalStatistics, bm25, query_terms
 from tiered_memory.models import (
     LIVE_TIERS,
+    ArchiveRecord,
     Memory,
     MemoryType,
     Stats,
@@ -62,7 +63,15 @@ from tiered_memory.ports import (
     SearchFilter,
     Vector,
 )
-from tiered_memory.validation import check_id, check_importance, check_k, check_vector
+from tiered_memory.validation import (
+    check_id,
+    check_importance,
+    check_k,
+    check_vector,
+)
+from tiered_memory.validation import (
+    check_namespace as _check_namespace,
+)
 
 from . import sqlite_lexicon as lexicon
 from .sqlite_archival import SQLiteArchivalMixin
@@ -148,10 +157,10 @@ def _from_blob(blob: bytes) -> Vector:
     return vector
 
 
-def _check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
+def _check_dimension(dimension: int) -> int:
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise ConfigurationError(f"an embedding dimension is a positive integer, not {dimension!r}")
+    return dimension
 
 
 def _json(value: Any, what: str) -> str:
@@ -277,8 +286,13 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         use_days_kept: int = TierPolicy().use_days_kept,
         cache_rows: int = DEFAULT_CACHE_ROWS,
         lexical_rows: int = DEFAULT_LEXICAL_ROWS,
+        dimension: int | None = None,
     ) -> SQLiteMemoryStore:
         """Open or create the file (schema included); `close()` closes it again.
+
+        `dimension` is the size of the embeddings it will hold (the engine passes its
+        embedder's): recorded before the first write, and a file holding vectors of
+        another size is refused here (`ensure_dimension`).
 
         `verify=False` skips the integrity check that reads the whole file at open.
         `cache_rows` bounds the vectors kept in memory (about 1.5 KB each at 384-d).
@@ -286,13 +300,20 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         `_lexical_match`).
         """
         database = await SQLiteDatabase.open(path, verify=verify, busy_timeout=busy_timeout)
-        return cls(
+        store = cls(
             database,
             owns_database=True,
             use_days_kept=use_days_kept,
             cache_rows=cache_rows,
             lexical_rows=lexical_rows,
         )
+        if dimension is not None:
+            try:
+                await store.ensure_dimension(dimension)
+            except BaseException:
+                await store.close()
+                raise
+        return store
 
     @property
     def database(self) -> SQLiteDatabase:
@@ -311,8 +332,32 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         row = conn.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
         return None if row is None else int(row[0])
 
+    async def ensure_dimension(self, dimension: int) -> None:
+        wanted = _check_dimension(dimension)
+        await self._db.gate()
+        with self._db.read() as conn:
+            if self._dimension(conn) == wanted:
+                return  # the usual case: one read, no write lock
+        with self._db.write() as conn:
+            stored = self._dimension(conn)
+            if stored == wanted:
+                return
+            if stored is not None and not self._empty(conn):
+                raise ConfigurationError(
+                    f"{self._db.path} holds {stored}-d embeddings, not {wanted}-d ones: open "
+                    f"it with the embedding model that wrote it (or dimension={stored}), "
+                    "or use a new file"
+                )
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('dimension', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(wanted),),
+            )
+            self._cache.clear()  # no cached matrix may keep the old width
+
     def _fix_dimension(self, conn: sqlite3.Connection, dimension: int | None) -> None:
-        """The first vector written fixes the dimension; later ones must match it."""
+        """Vectors written must have the recorded dimension (`ensure_dimension`); a store
+        used without the engine, which records none, takes its first vector's."""
         if dimension is None:
             return
         stored = self._dimension(conn)
@@ -325,11 +370,16 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             )
 
     @staticmethod
-    def _forget_dimension_if_empty(conn: sqlite3.Connection) -> None:
-        empty = conn.execute(
-            "SELECT NOT EXISTS (SELECT 1 FROM memories) AND NOT EXISTS (SELECT 1 FROM archives)"
-        ).fetchone()[0]
-        if empty:
+    def _empty(conn: sqlite3.Connection) -> bool:
+        return bool(
+            conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM memories) AND NOT EXISTS (SELECT 1 FROM archives)"
+            ).fetchone()[0]
+        )
+
+    @classmethod
+    def _forget_dimension_if_empty(cls, conn: sqlite3.Connection) -> None:
+        if cls._empty(conn):
             conn.execute("DELETE FROM meta WHERE key = 'dimension'")
 
     @staticmethod
@@ -423,8 +473,32 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             self._insert_memories(conn, rows)
             self._refresh(conn, ns, ids)
 
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
+        """One transaction: the old rows (live, or archive records) go and the new ones
+        come in together, so a failure at any step keeps the old ones."""
+        ns = _check_namespace(namespace)
+        if not memories:
+            return []
+        rows, dimension = self._prepare(ns, memories, need_embedding=True)
+        ids = [m.id for m in memories]
+        await self._db.gate()
+        with self._db.write() as conn:
+            self._fix_dimension(conn, dimension)
+            archived = self._get_archives(conn, ns, ids)
+            conn.execute(
+                f"DELETE FROM memories WHERE namespace = ? AND id {IN_JSON}", (ns, json_list(ids))
+            )
+            if archived:
+                conn.execute(
+                    f"DELETE FROM archives WHERE namespace = ? AND id {IN_JSON}",
+                    (ns, json_list(sorted(archived))),
+                )
+            self._insert_memories(conn, rows)
+            self._refresh(conn, ns, ids)
+        return [archived[i] for i in sorted(archived)]
+
     def _insert_memories(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Insert rows built by `_prepare` (put_many, and unarchive_many's restores).
+        """Insert rows built by `_prepare` (put_many, replace_many, unarchive_many).
 
         Each memory and its vector go in the caller's transaction, so a crash keeps
         both or neither (docs/durability.md).
@@ -657,7 +731,9 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             self._refresh_archive_index(conn, ns, archive, ids)
 
     def _query_vector(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
-        vector = check_vector(query, None, what="query vector")
+        """The unit query and the store's dimension. The query is finite and flat (the
+        engine checked it); only its size is compared, with what this file holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
         dim = self._dimension(conn)
         if dim is None:
             return None
@@ -828,8 +904,6 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         best: list[list[tuple[str, float]]] = [[] for _ in range(matrix.shape[0])]
         if not best:
             return best
-        for row in matrix:
-            check_vector(row, None, what="query vector")
         await self._db.gate()
         with self._db.read() as conn:
             dim = self._dimension(conn)

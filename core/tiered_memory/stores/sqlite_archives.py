@@ -45,13 +45,13 @@ import numpy as np
 
 from tiered_memory.errors import (
     DimensionMismatchError,
-    NamespaceError,
     NotFoundError,
     ValidationError,
 )
 from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType
 from tiered_memory.ports import Matrix, ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_vector
+from tiered_memory.validation import check_namespace as _namespace
 
 from .sqlite_query import IN_JSON, from_us, json_list, to_us, to_us_or_none
 from .sqlite_vectors import TYPE_CODES, Mask, Scores, VectorIndex, flags_of
@@ -444,12 +444,6 @@ def _keep_code(
     if not np.array_equal(stored, np.asarray(record.summary_embedding, dtype=np.float32)):
         return row
     return (*row[:3], found[0], *row[4:])
-
-
-def _namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _select(where: str) -> str:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 import sqlite3
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
@@ -214,12 +215,63 @@ def translate_error(e: sqlite3.Error, path: str) -> Exception:
             f"the SQLite file {path} stayed locked by another process or connection "
             f"past the busy timeout: {text} (retry later, or raise busy_timeout)"
         )
+    # What the file system refused is not damage: say so, and keep "corrupt" for damage.
+    code = getattr(e, "sqlite_errorname", "")
+    if code.startswith("SQLITE_FULL"):
+        return BackendUnavailableError(
+            f"the disk holding {path} is full (or the file reached its size limit): "
+            "nothing was written; free some space and retry"
+        )
+    if code.startswith("SQLITE_READONLY"):
+        return BackendUnavailableError(
+            f"{path} is read-only: nothing was written. Reading works (stats, list, search, "
+            "export); to change it, make the file and its folder writable"
+        )
+    if code.startswith("SQLITE_CANTOPEN"):
+        return BackendUnavailableError(
+            f"cannot open {path}: check that it exists or its folder is writable, "
+            f"and that it is readable ({text})"
+        )
+    if code.startswith("SQLITE_IOERR"):
+        return BackendUnavailableError(
+            f"the disk failed while using {path}: {text} (check the disk and retry)"
+        )
+    if isinstance(e, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        return ValidationError(
+            f"a value SQLite cannot store reached {path}: {text}; nothing was written "
+            "(an input the API should have refused: please report it)"
+        )
     if isinstance(e, sqlite3.DatabaseError):
         return BackendUnavailableError(
             f"the SQLite file {path} cannot be used: {text} (if it is corrupt, restore it "
             "from a backup; PRAGMA integrity_check shows the damage)"
         )
     return BackendUnavailableError(f"SQLite error on {path}: {text}")
+
+
+def _read_only_folder(path: Path, error: sqlite3.Error) -> bool:
+    """A WAL file in a folder nobody may write to cannot be opened the usual way: its
+    `-shm` index cannot be created. With no `-wal` there is no writer to miss, so it
+    can be read as an immutable file (reading commands work on a read-only copy)."""
+    if not getattr(error, "sqlite_errorname", "").startswith("SQLITE_CANTOPEN"):
+        return False
+    if not path.is_file() or path.with_name(path.name + "-wal").exists():
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            return False
+    except OSError:
+        return True
+
+
+def _open_immutable(path: str, busy_timeout: float) -> sqlite3.Connection:
+    uri = f"{Path(path).absolute().as_uri()}?mode=ro&immutable=1"
+    try:
+        return sqlite3.connect(
+            uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as e:
+        raise translate_error(e, path) from e
 
 
 def _check_header(path: Path) -> None:
@@ -338,19 +390,27 @@ class SQLiteDatabase:
                 raise ConfigurationError(f"{path} is a directory; pass the path of a file")
             file.parent.mkdir(parents=True, exist_ok=True)
             _check_header(file)
+        read_only = False
         try:
             conn = sqlite3.connect(
                 path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
+            try:
+                conn.execute("PRAGMA journal_mode").fetchone()  # opens the file
+            except sqlite3.Error:
+                conn.close()
+                raise
         except sqlite3.Error as e:
-            raise translate_error(e, path) from e
+            if not _read_only_folder(Path(path), e):
+                raise translate_error(e, path) from e
+            conn, read_only = _open_immutable(path, busy_timeout), True
         try:
             register_functions(conn)
             lexicon.register_functions(conn)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if not in_memory and str(mode).lower() != "wal":
+            if not in_memory and not read_only and str(mode).lower() != "wal":
                 raise BackendUnavailableError(
                     f"{path} cannot switch to WAL mode (got {mode!r}); "
                     "use a local file system, not a network share"

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from tiered_memory.errors import NamespaceError
 from tiered_memory.models import LIVE_TIERS, MemoryType, Tier
 from tiered_memory.ports import NO_TIME, Matrix, MemoryFacts, ScanQuery
 from tiered_memory.validation import check_k
+from tiered_memory.validation import check_namespace as _namespace
 
 from .sqlite_query import IN_JSON, json_list, scan_sql, tier_values
 from .sqlite_schema import SQLiteDatabase
@@ -87,12 +87,6 @@ def tier_literal(tier: str) -> str:
     if tier not in {t.value for t in LIVE_TIERS}:
         raise ValueError(f"not a live tier: {tier!r}")
     return f"'{tier}'"
-
-
-def _namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 class SQLiteSweepMixin:

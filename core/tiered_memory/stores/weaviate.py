@@ -59,6 +59,8 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlparse
 
+import numpy as np
+
 from tiered_memory import journal
 from tiered_memory.errors import (
     BackendUnavailableError,
@@ -90,7 +92,7 @@ from tiered_memory.ports import (
     SearchFilter,
     Vector,
 )
-from tiered_memory.validation import check_vector
+from tiered_memory.validation import check_size, check_vector
 
 try:
     import weaviate
@@ -932,8 +934,41 @@ class WeaviateMemoryStore:
             self._dimension = int(str(obj.properties.get("value")))
         return self._dimension
 
+    async def ensure_dimension(self, dimension: int) -> None:
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise ConfigurationError(
+                f"an embedding dimension is a positive integer, not {dimension!r}"
+            )
+        stored = await self.dimension()
+        if stored == dimension:
+            return
+        if stored is not None and await self.namespaces():
+            raise ConfigurationError(
+                f"the Weaviate collections {self.prefix}* hold {stored}-d embeddings, not "
+                f"{dimension}-d ones: use the embedding model that wrote them (or "
+                f"dimension={stored}), or another prefix="
+            )
+        await self._record_dimension(dimension)
+
+    async def _record_dimension(self, dimension: int) -> None:
+        props = {"kind": "dimension", "value": str(dimension)}
+        await self._upsert(
+            self.registry_name, None, [(self._registry_uuid("dimension"), props, None, "dim")]
+        )
+        self._dimension = dimension
+
+    async def _query_vector(self, query: Vector) -> list[float]:
+        """The query as floats. It is finite and flat (the engine's boundary checked
+        it); only its size is compared, with what this store holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        dim = await self.dimension()
+        if dim is not None:
+            check_size(vector, dim, what="query")
+        return [float(x) for x in vector]
+
     async def _check_dimension(self, vectors: Sequence[Sequence[float] | None]) -> None:
-        """Every vector must have the store's dimension; the first write fixes it."""
+        """Every vector must have the recorded dimension (`ensure_dimension`); a store
+        used without the engine, which records none, takes its first vector's."""
         given = [v for v in vectors if v is not None]
         if not given:
             return
@@ -941,12 +976,7 @@ class WeaviateMemoryStore:
         for v in given:
             check_vector(v, dim if dim is not None else len(given[0]))
         if dim is None:
-            dim = len(given[0])
-            props = {"kind": "dimension", "value": str(dim)}
-            await self._upsert(
-                self.registry_name, None, [(self._registry_uuid("dimension"), props, None, "dim")]
-            )
-            self._dimension = dim
+            await self._record_dimension(len(given[0]))
 
     @staticmethod
     def _check_live(memories: Sequence[Memory]) -> None:
@@ -992,6 +1022,32 @@ class WeaviateMemoryStore:
             raise ValidationError(f"ids already exist in {namespace!r}: {clash[:5]}")
         await self._check_dimension([m.embedding for m in memories])
         await self._write_live(namespace, memories)
+
+    async def replace_many(self, namespace: str, memories: Sequence[Memory]) -> list[ArchiveRecord]:
+        """Without transactions, ordered so that a failure keeps the old value: the new
+        objects are written first (an object of the same id in the same collection is
+        replaced in place, and one Weaviate rejects leaves the old one), then the copies
+        in the other live collection and the archive records go. Until the archive
+        record goes, an id that was archived reads as archived, its old value; a
+        rerun finishes the replace."""
+        if not memories:
+            return []
+        self._check_live(memories)
+        for m in memories:
+            if m.embedding is None:
+                raise ValidationError(f"memory {m.id!r} has no embedding; replace_many needs one")
+        await self._check_dimension([m.embedding for m in memories])
+        archived = await self.get_archives(namespace, [m.id for m in memories])
+        await self._write_live(namespace, memories)
+        stale: dict[str, list[str]] = {}
+        for m in memories:
+            other = self.cold_name if m.tier in ACTIVE_TIERS else self.active_name
+            stale.setdefault(other, []).append(m.id)
+        for collection, ids in stale.items():
+            await self._delete(collection, namespace, ids)
+        if archived:
+            await self._delete(self.archive_name, namespace, sorted(archived))
+        return [archived[i] for i in sorted(archived)]
 
     def _all_collections(self) -> tuple[str, str, str]:
         return (self.active_name, self.cold_name, self.archive_name)
@@ -1085,7 +1141,7 @@ class WeaviateMemoryStore:
     ) -> list[ScoredMemory]:
         if k < 1:
             return []
-        vector = [float(x) for x in check_vector(query, await self.dimension(), what="query")]
+        vector = await self._query_vector(query)
         await self._ensure_meta(metadata_properties(filters.metadata))
 
         async def one(collection: str, held: frozenset[Tier]) -> list[ScoredMemory]:
@@ -1438,7 +1494,7 @@ class WeaviateMemoryStore:
     ) -> list[ScoredArchive]:
         if k < 1:
             return []
-        vector = [float(x) for x in check_vector(query, await self.dimension(), what="query")]
+        vector = await self._query_vector(query)
         await self._ensure_meta(metadata_properties(filters.metadata), (self.archive_name,))
         try:
             where = archive_where(namespace, filters)

@@ -36,10 +36,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tiered_memory.errors import NamespaceError, ValidationError
+from tiered_memory.errors import ValidationError
 from tiered_memory.models import ArchiveRecord, Link, Memory, MemoryType, Tier, utc
 from tiered_memory.ports import AccessRecord, ArchivalState, Matrix, MemoryPatch
-from tiered_memory.validation import check_importance
+from tiered_memory.validation import check_importance, check_namespace
 
 TENANT_MAX_CHARS = 64
 HASHED_TENANT_PREFIX = "__"
@@ -60,10 +60,7 @@ META_KINDS: tuple[MetaKind, ...] = ("s", "n", "b", "sa", "na", "ba")
 
 def tenant_name(namespace: str) -> str:
     """The Weaviate tenant holding `namespace` (see the module docstring)."""
-    try:
-        raw = namespace.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise NamespaceError("namespace is not valid Unicode text (lone surrogate)") from e
+    raw = check_namespace(namespace).encode("utf-8")
     parts: list[str] = []
     for ch in namespace:
         if ch in _TENANT_SAFE:
