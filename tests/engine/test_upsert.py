@@ -181,7 +181,8 @@ async def test_replacing_an_archived_memory_brings_it_back_live(
 ) -> None:
     await amem.add("Parked on level 3, bay C12", namespace=NS, id="car")
     assert await amem.archive(["car"], namespace=NS) == 1
-    assert await amem.objects.list(NS) == ["car"]
+    (original,) = await amem.objects.list(NS)
+    assert original.startswith("car@")  # content-addressed: <id>@<sha256>
     with pytest.raises(ValidationError, match="already exist"):
         await amem.add("Parked on level 1", namespace=NS, id="car")
     replaced = await amem.upsert("Parked on level 1, bay A2", id="car", namespace=NS)
@@ -254,4 +255,5 @@ async def test_a_failed_cleanup_of_the_old_original_does_not_fail_the_replace(
     monkeypatch.setattr(amem.objects, "delete", unreachable)
     replaced = await amem.upsert("Parked on level 1, bay A2", id="car", namespace=NS)
     assert replaced.content == "Parked on level 1, bay A2"
-    assert await amem.objects.list(NS) == ["car"]  # an orphan, harmless, left behind
+    (orphan,) = await amem.objects.list(NS)  # an orphan, harmless, left behind
+    assert orphan.startswith("car@")

@@ -77,7 +77,9 @@ class Modelled(WeaviateMemoryStore):
     async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
         return {i: record(i) for i in self.held[self.archive_name] & set(ids)}
 
-    async def _ensure_meta(self, kinds: Mapping[str, Any]) -> None:
+    async def _ensure_meta(
+        self, kinds: Mapping[str, Any], collections: Sequence[str] | None = None
+    ) -> None:
         return None
 
     async def _upsert(self, collection: str, namespace: str | None, rows: Sequence[Row]) -> None:

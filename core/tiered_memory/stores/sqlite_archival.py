@@ -18,9 +18,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiered_memory import journal
-from tiered_memory.errors import NamespaceError, ValidationError
+from tiered_memory.errors import ValidationError
 from tiered_memory.ports import ArchivalFailure, ArchivalState
 from tiered_memory.validation import check_id
+from tiered_memory.validation import check_namespace as _namespace
 
 from .sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
 
@@ -81,12 +82,6 @@ def _row(ns: str, s: ArchivalState) -> tuple[Any, ...]:
         to_us_or_none(s.failed_at),
         int(s.quarantined),
     )
-
-
-def _namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not namespace:
-        raise NamespaceError("namespace must be a non-empty string, e.g. 'user-42'")
-    return namespace
 
 
 def _claimant(claimant: str) -> str:
