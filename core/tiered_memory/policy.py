@@ -238,14 +238,16 @@ class RetrievalPolicy(BaseModel):
     default_budget_tokens: int = Field(default=1000, ge=0)
     archived_limit: int = Field(default=3, ge=0)
     archive_min_cosine: float = Field(
-        default=0.65,
+        default=0.5,
         ge=-1.0,
         le=1.0,
         description=(
             "raw cosine an archived summary needs to join a search or recall that did not"
-            " ask for the archive (deep, include_archived or tiers): seed 001's cold-path"
-            " threshold. Below it the archive stays out, however little else was found"
-            " (one at cosine 0.09 used to be injected)"
+            " ask for the archive (deep, include_archived or tiers), searched while fewer"
+            " than k strong live hits were found (seed 001's cold path). Below it the"
+            " archive stays out, however little else was found (one at cosine 0.09 used to"
+            " be injected). Seed 001's 0.65 was set for embedders whose cosines run high;"
+            " with all-MiniLM-L6-v2 an archived fact a question asked for scored 0.55"
         ),
     )
 

@@ -4,7 +4,7 @@
 2. Graph: neighbours of the best phase-1 hits (a COLD neighbour can come back).
 3. COLD: when phase 1 found fewer than k hits above the relevance threshold, or deep.
 4. ARCHIVED summaries, under the query's filters: when deep/include_archived, or when
-   nothing above the threshold was found and a summary reaches `archive_min_cosine`.
+   fewer than k strong hits were found and a summary reaches `archive_min_cosine`.
 5. Context: the memories written just before and after the best hits, scored at least a
    share of their hit's score (the turn after a question often holds the answer).
 
@@ -214,9 +214,11 @@ class Retriever:
         them before k, as for live memories).
 
         Asked for (deep, include_archived, or ARCHIVED among explicit tiers), a summary
-        joins above the noise floor. Otherwise it only fills a search that found nothing
-        (seed 002: the archive is never auto-injected), and only when it is as close to
-        the query as seed 001's cold path asks (`archive_min_cosine`).
+        joins above the noise floor. Unasked, it joins when the live tiers found fewer
+        than `k` strong hits (seed 001's cold path) and only when it is close to the
+        query (`archive_min_cosine`): never on a weak match (seed 002). Searching it only
+        when nothing at all was found kept the archived half of a knowledge update ("I
+        just reached Silver" before "... Gold") out of every recall that asked for it.
         """
         rp = self.policy.retrieval
         explicit = plan.tiers
@@ -225,7 +227,7 @@ class Retriever:
             if explicit is not None
             else plan.deep or plan.include_archived
         )
-        if not (asked or (explicit is None and found == 0)) or rp.archived_limit <= 0:
+        if not (asked or (explicit is None and found < plan.k)) or rp.archived_limit <= 0:
             return []
         limit = max(rp.archived_limit, plan.k) if explicit is not None else rp.archived_limit
         floor = rp.noise_floor if asked else max(rp.noise_floor, rp.archive_min_cosine)

@@ -279,7 +279,7 @@ def test_the_documented_example_configuration_loads(tmp_path: Path) -> None:
     s = load_settings(_toml(tmp_path, example.group(1)))
     assert s.policy.maintenance_interval == timedelta(hours=6)
     assert s.policy.decay.half_life_days[MemoryType.EPISODIC] == 20
-    assert s.policy.retrieval.archive_min_cosine == 0.65
+    assert s.policy.retrieval.archive_min_cosine == 0.6
     assert s.objects.s3.path_style is True
 
 

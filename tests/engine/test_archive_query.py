@@ -2,7 +2,7 @@
 
 A filtered deep search or recall returns no archived record outside the filter, and a
 plain recall injects an archived summary only when it is close to the query
-(`RetrievalPolicy.archive_min_cosine`, seed 001's 0.65), always marked as archived.
+(`RetrievalPolicy.archive_min_cosine`), always marked as archived.
 """
 
 from __future__ import annotations
@@ -488,5 +488,30 @@ def test_an_unreadable_original_is_reported_and_does_not_hold_up_the_rest(
         assert (records[broken].do_not_inject, records[broken].superseded) == (None, None)
         assert records[forgotten].do_not_inject is True
         assert all(records[i].do_not_inject is False for i in ids[1:] if i != forgotten)
+    finally:
+        mem.close()
+
+
+def test_a_strong_archive_joins_beside_live_hits_until_k_are_found(tmp_path: Path) -> None:
+    """Seed 001's cold path: the archive is searched while the live tiers found fewer
+    than k strong hits, not only when they found nothing. A knowledge update ("now Gold")
+    stays live while the fact it updates ("Silver before") is archived; a recall asking
+    for the earlier state must still reach it."""
+    mem, archived_id = _one_archived(tmp_path)
+    try:
+        live = mem.add(
+            "Acme Rockets in Leeds was the user's first employer, said again", namespace=NS
+        )
+        hits = mem.search(STRONG, namespace=NS, k=1)
+        assert hits[0].memory.id == live.id
+        assert hits[0].terms.cosine >= mem.policy.retrieval.relevance_threshold
+        # k strong live hits: the archive stays out of a plain search
+        assert [h for h in hits if h.archived] == []
+        # a recall wants more lines than one strong hit: the archived summary joins, marked
+        injection = mem.recall(STRONG, namespace=NS, record_use=False)
+        ids = [h.memory.id for h in injection.items]
+        assert live.id in ids
+        assert archived_id in {h.memory.id for h in injection.items if h.archived}
+        assert f"[archived id={archived_id}]" in injection.text
     finally:
         mem.close()
