@@ -52,7 +52,14 @@ from datetime import datetime, timezone
 
 from .archive import Archiver, Draft
 from .errors import BackendUnavailableError
-from .models import ArchiveEstimate, MaintenanceReport, Memory, QuarantinedMemory, Tier
+from .models import (
+    LIVE_TIERS,
+    ArchiveEstimate,
+    MaintenanceReport,
+    Memory,
+    QuarantinedMemory,
+    Tier,
+)
 from .policy import Policy
 from .ports import ArchivalFailure, ArchivalState, MemoryStore, ScanQuery
 
@@ -187,6 +194,15 @@ class ArchivalPipeline:
                 c.memory.created_at,
             ),
         )
+
+    async def unused_since(self, ns: str, before: datetime) -> list[Memory]:
+        """The live memories of `ns` last used (or, never used, made) before `before`,
+        pinned and core ones excepted: what an explicit archive "older than" takes,
+        whatever their tier."""
+        query = ScanQuery(
+            tiers=LIVE_TIERS, last_used_before=before, pinned=False, core=False, limit=SCAN_PAGE
+        )
+        return [m async for page in self._pages(ns, query) for m in page]
 
     async def _pages(self, ns: str, query: ScanQuery) -> AsyncIterator[list[Memory]]:
         after: str | None = None

@@ -36,6 +36,7 @@ from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
     CONTEXT_PHASE,
     LIVE_TIERS,
+    ArchivePreview,
     Explanation,
     Hit,
     Injection,
@@ -1200,10 +1201,7 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         limits = self.policy.limits
         validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")
-        memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
-        for m in memories:
-            if m.pinned or m.core:
-                raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
+        memories = await self._archivable(ns, ids)
         return await self.archival.archive(ns, memories, now=self.clock.now(), reason=reason)
 
     async def quarantined(
@@ -1251,6 +1249,39 @@ class AsyncTieredMemory:
         if on_report is not None and not callable(on_report):
             raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
+
+    async def archive_preview(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        older_than: timedelta | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> ArchivePreview:
+        """What archiving would take now, and what it would cost, changing nothing: the
+        given `ids` (checked as `archive` checks them), else the memories unused for
+        `older_than`, else the memories the sweep would archive. Archive them with
+        `archive([m.id for m in preview.candidates])`."""
+        ns = self._ns(namespace)
+        now = self.clock.now()
+        if ids is not None and older_than is not None:
+            raise ValidationError("give ids or older_than, not both")
+        if ids is not None:
+            candidates = list({m.id: m for m in await self._archivable(ns, ids)}.values())
+        elif older_than is not None:
+            before = validation.check_age(older_than, now, "older_than")
+            candidates = await self.archival.unused_since(ns, before)
+        else:
+            candidates = [c.memory for c in await self.archival.candidates(ns, now)]
+        estimate = await self.archiver.estimate(ns, candidates, now)
+        return ArchivePreview(candidates=candidates, estimate=estimate)
+
+    async def _archivable(self, ns: str, ids: Sequence[str]) -> builtins.list[Memory]:
+        """The memories `ids` name, each live in `ns` and neither pinned nor core."""
+        memories = [await self._require(ns, i) for i in validation.check_ids(ids)]
+        for m in memories:
+            if m.pinned or m.core:
+                raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
+        return memories
 
 
 def _usage(summarizer: Summarizer) -> tuple[int, int]:
@@ -1433,6 +1464,8 @@ class TieredMemory:
         if runner is not None:
             self._loop.run(runner.stop())
             self._runner = None
+
+    archive_preview = _blocking(AsyncTieredMemory.archive_preview)
 
 
 __all__ = ["SHARE_ORDER", "AsyncTieredMemory", "MemoryInput", "TieredMemory", "share_of"]

@@ -327,6 +327,13 @@ class ArchiveEstimate(BaseModel):
     bytes: int = 0
 
 
+class ArchivePreview(BaseModel):
+    """What an explicit archive would take now, and its cost (`archive_preview`)."""
+
+    candidates: list[Memory]
+    estimate: ArchiveEstimate
+
+
 class QuarantinedMemory(BaseModel):
     """A live memory archival has set aside after `ArchivalPolicy.quarantine_after`
     counted failures: no sweep tries it again until an explicit `archive()` of it."""

@@ -15,7 +15,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -333,6 +333,19 @@ def check_when(value: object, what: str = "now") -> datetime:
             f"got {_describe(value)}"
         )
     return utc(value)
+
+
+def check_age(age: object, now: datetime, what: str = "age") -> datetime:
+    """The instant `age` before `now`: a positive timedelta that still lands on a date
+    (timedelta.max would overflow the subtraction)."""
+    if not isinstance(age, timedelta) or age <= timedelta(0):
+        raise ValidationError(
+            f"{what} must be a positive timedelta, e.g. timedelta(days=90), got {_describe(age)}"
+        )
+    try:
+        return now - age
+    except OverflowError as e:
+        raise ValidationError(f"{what} reaches before year 1; give a shorter age") from e
 
 
 def check_flag(value: object, name: str) -> bool:
