@@ -158,6 +158,13 @@ async def verify(memory: AsyncTieredMemory, database: Path | None = None) -> Ver
     return report
 
 
+def verify_file(database: Path) -> VerifyReport:
+    """SQLite's full integrity check of an embedded store's file alone, before anything
+    opens it (a damaged file would not open): run `verify` over the memory when it is
+    `ok`."""
+    return VerifyReport(database, problems=integrity_problems(database))
+
+
 # -- backup ------------------------------------------------------------------------------
 
 

@@ -1,65 +1,43 @@
-"""Configuration in one place: environment variables and an optional TOML file -> a wired
-`AsyncTieredMemory`.
+"""What a deployment chooses, as one value: environment variables and an optional TOML
+file -> `TieredMemorySettings`. Turning settings into a memory is `tiered_memory.wiring`'s
+job (`AsyncTieredMemory.from_settings`), so this module knows no backend and no engine.
 
     settings = load_settings("tiered-memory.toml")      # or load_settings() for env only
-    memory = await build_memory(settings)               # AsyncTieredMemory
-    memory = build_sync_memory(settings)                # TieredMemory
+    memory = await AsyncTieredMemory.from_settings(settings)
 
 Precedence, highest first: keyword overrides, `TIERED_MEMORY_*` variables (nested with
 `__`, e.g. `TIERED_MEMORY_POLICY__BUDGET__HOT=0.5`), the TOML file, the defaults of
 `Policy` and of the sections below. Unknown keys are errors wherever they come from, so
 a typo never silently falls back to a default.
 
-Backends are named, not imported: `BACKENDS` maps each (port, name) to the module and
-class that implement it, and a module is imported only when its backend is chosen, so a
-plain install never needs weaviate, neo4j, boto3 or anthropic.
-
-Nothing here reads the environment or touches a file at import time; `load_settings`,
-`build_memory` and `build_sync_memory` do, when called.
+Only `load_settings` reads the environment or a file, when called: constructing
+`TieredMemorySettings(...)` yourself reads neither, so a settings value means the same
+on every machine.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import logging
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import ValidationError as PydanticValidationError
-
-from .errors import (
-    BackendUnavailableError,
-    ConfigurationError,
-    MissingDependencyError,
-    ValidationError,
-    missing_extra,
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
 )
+
+from .errors import ConfigurationError, MissingDependencyError, ValidationError
 from .policy import Policy
-
-log = logging.getLogger(__name__)
-
-try:  # pydantic-settings belongs to the [cli] extra; fail with the extra's name
-    from pydantic_settings import (
-        BaseSettings,
-        InitSettingsSource,
-        PydanticBaseSettingsSource,
-        SettingsConfigDict,
-    )
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("pydantic-settings", "cli") from e
-
-if TYPE_CHECKING:
-    from .engine import AsyncTieredMemory, TieredMemory
-    from .ports import Clock, Embedder, Summarizer
 
 ENV_PREFIX = "TIERED_MEMORY_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -247,13 +225,17 @@ class EmbedderSettings(BaseModel):
     batch_size: int = Field(default=64, ge=1)
 
 
-# A TOML file read by `load_settings`, handed to the settings class for one construction.
-_TOML_DATA: ContextVar[Mapping[str, Any] | None] = ContextVar("_TOML_DATA", default=None)
+# Set by `load_settings` for the one construction it makes: the TOML file's values. While
+# it is unset, the settings class reads no environment and no file.
+_LOADING: ContextVar[Mapping[str, Any] | None] = ContextVar("_LOADING", default=None)
 
 
 class TieredMemorySettings(BaseSettings):
     """Everything a deployment chooses: backends, their addresses and credentials, where
-    embedded data lives, and the `Policy` (tiers, weights, budgets, ...)."""
+    embedded data lives, and the `Policy` (tiers, weights, budgets, ...).
+
+    `load_settings()` reads them from the environment and a TOML file; constructed
+    directly, they hold what was passed and the defaults, nothing else."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -287,8 +269,12 @@ class TieredMemorySettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # No .env or secrets folder: the caller decides which files configure a library.
-        toml = InitSettingsSource(settings_cls, init_kwargs=dict(_TOML_DATA.get() or {}))
-        return (init_settings, env_settings, toml)
+        # And no environment either unless `load_settings` is reading it: built by hand
+        # (as `AsyncTieredMemory.embedded` does), settings are exactly what was passed.
+        toml = _LOADING.get()
+        if toml is None:
+            return (init_settings,)
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, dict(toml)))
 
     def resolved_data_dir(self) -> Path:
         return (self.data_dir or default_data_dir()).expanduser()
@@ -367,290 +353,17 @@ def load_settings(
         path = candidate if candidate.is_file() else None
     data = _read_toml(path) if path is not None else {}
     where = f"{path} and environment" if path is not None else "environment"
-    token = _TOML_DATA.set(data)
+    token = _LOADING.set(data)
     try:
         return TieredMemorySettings(**overrides)
     except PydanticValidationError as e:
         raise ConfigurationError(_one_line(e, where)) from e
     finally:
-        _TOML_DATA.reset(token)
-
-
-# -- the backend registry ------------------------------------------------------------------
-
-Kind = Literal["store", "graph", "objects", "summarizer", "embedder"]
-
-
-@dataclass
-class _Wiring:
-    """What builders share while one memory is being wired."""
-
-    settings: TieredMemorySettings
-    store: Any = None  # the built store, for a graph living in the same SQLite file
-    db_path: Path | None = None
-
-
-Builder = Callable[[Any, _Wiring], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """One implementation of a port: where it lives, which extra brings its
-    dependencies, and how to build it from the settings."""
-
-    module: str
-    attr: str
-    extra: str | None
-    build: Builder
-    package: str = ""  # the pip package named when the import fails
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
-async def _sqlite_store(cls: Any, w: _Wiring) -> Any:
-    path = w.settings.resolved_db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w.db_path = path
-    return await cls.open(path, use_days_kept=w.settings.policy.tiers.use_days_kept)
-
-
-async def _weaviate_store(cls: Any, w: _Wiring) -> Any:
-    s = w.settings.store.weaviate
-    return await cls.connect(
-        url=s.url,
-        api_key=_secret(s.api_key),
-        prefix=s.prefix,
-        grpc_port=s.grpc_port,
-        grpc_host=s.grpc_host,
-        headers={k: v.get_secret_value() for k, v in s.headers.items()} or None,
-        cold_quantizer=s.cold_quantizer,
-    )
-
-
-async def _sqlite_graph(cls: Any, w: _Wiring) -> Any:
-    database = getattr(w.store, "database", None)
-    if w.settings.graph.path is None and database is not None:
-        return cls(database)  # same file, same transactions as the store
-    path = (w.settings.graph.path or w.settings.resolved_data_dir() / "graph.db").expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return await cls.open(path)
-
-
-async def _neo4j_graph(cls: Any, w: _Wiring) -> Any:
-    s = w.settings.graph.neo4j
-    password = _secret(s.password)
-    auth = (s.user, password) if password is not None else None
-    graph = cls(s.uri, auth, database=s.database)
-    try:
-        await graph.open()
-    except BackendUnavailableError as e:
-        # Search degrades without the graph, so a graph that is down must not keep the
-        # memory from starting; the graph sets itself up on its first successful call.
-        log.warning("graph server unavailable at start-up (%s); searches run degraded", e)
-    return graph
-
-
-async def _local_objects(cls: Any, w: _Wiring) -> Any:
-    folder = w.settings.objects.path
-    if folder is None:
-        folder = (
-            w.db_path.with_name(w.db_path.name + ".archive")
-            if w.db_path is not None
-            else w.settings.resolved_data_dir() / "archive"
-        )
-    return cls(folder.expanduser())
-
-
-async def _s3_objects(cls: Any, w: _Wiring) -> Any:
-    s = w.settings.objects.s3
-    if not s.bucket:
-        raise ConfigurationError(
-            "objects.backend is 's3' but objects.s3.bucket is not set "
-            "(TIERED_MEMORY_OBJECTS__S3__BUCKET)"
-        )
-    return cls(
-        s.bucket,
-        prefix=s.prefix,
-        endpoint_url=s.endpoint_url,
-        region_name=s.region,
-        path_style=s.path_style,
-        aws_access_key_id=_secret(s.access_key_id),
-        aws_secret_access_key=_secret(s.secret_access_key),
-        aws_session_token=_secret(s.session_token),
-        profile_name=s.profile,
-    )
-
-
-async def _extractive(cls: Any, w: _Wiring) -> Any:
-    return cls()
-
-
-async def _anthropic(cls: Any, w: _Wiring) -> Any:
-    s = w.settings.summarizer.anthropic
-    kwargs: dict[str, Any] = {"api_key": _secret(s.api_key), "base_url": s.base_url}
-    if s.model:
-        kwargs["model"] = s.model
-    if s.fallback_to_extractive:
-        from .summarizers.extractive import ExtractiveSummarizer
-
-        kwargs["fallback"] = ExtractiveSummarizer()
-    return cls.from_policy(w.settings.policy.archival, **kwargs)
-
-
-async def _hashing(cls: Any, w: _Wiring) -> Any:
-    return cls(w.settings.embedder.dimension)
-
-
-async def _local_embedder(cls: Any, w: _Wiring) -> Any:
-    s = w.settings.embedder
-    return cls(s.model, device=s.device, batch_size=s.batch_size)
-
-
-BACKENDS: Mapping[tuple[Kind, str], BackendSpec] = {
-    ("store", "sqlite"): BackendSpec(
-        "tiered_memory.stores.sqlite", "SQLiteMemoryStore", None, _sqlite_store
-    ),
-    ("store", "weaviate"): BackendSpec(
-        "tiered_memory.stores.weaviate",
-        "WeaviateMemoryStore",
-        "weaviate",
-        _weaviate_store,
-        "weaviate-client",
-    ),
-    ("graph", "sqlite"): BackendSpec(
-        "tiered_memory.graphs.sqlite", "SQLiteAssociationGraph", None, _sqlite_graph
-    ),
-    ("graph", "neo4j"): BackendSpec(
-        "tiered_memory.graphs.neo4j", "Neo4jAssociationGraph", "neo4j", _neo4j_graph, "neo4j"
-    ),
-    ("objects", "local"): BackendSpec(
-        "tiered_memory.archives.local", "LocalFolderObjectStore", None, _local_objects
-    ),
-    ("objects", "s3"): BackendSpec(
-        "tiered_memory.archives.s3", "S3ObjectStore", "s3", _s3_objects, "boto3"
-    ),
-    ("summarizer", "extractive"): BackendSpec(
-        "tiered_memory.summarizers.extractive", "ExtractiveSummarizer", None, _extractive
-    ),
-    ("summarizer", "anthropic"): BackendSpec(
-        "tiered_memory.summarizers.anthropic",
-        "AnthropicSummarizer",
-        "anthropic",
-        _anthropic,
-        "anthropic",
-    ),
-    ("embedder", "hashing"): BackendSpec(
-        "tiered_memory.embeddings", "HashingEmbedder", None, _hashing
-    ),
-    ("embedder", "local"): BackendSpec(
-        "tiered_memory.embeddings",
-        "SentenceTransformerEmbedder",
-        "local",
-        _local_embedder,
-        "sentence-transformers",
-    ),
-}
-
-
-def backend_class(kind: Kind, name: str) -> Any:
-    """Import and return the class implementing `kind` named `name` (only now)."""
-    spec = BACKENDS.get((kind, name))
-    if spec is None:
-        names = sorted(n for k, n in BACKENDS if k == kind)
-        raise ConfigurationError(f"unknown {kind} backend {name!r}; expected one of: {names}")
-    try:
-        module = importlib.import_module(spec.module)
-    except ImportError as e:
-        if spec.extra is None or isinstance(e, MissingDependencyError):
-            raise
-        raise missing_extra(spec.package or spec.module, spec.extra) from e
-    return getattr(module, spec.attr)
-
-
-async def _build(kind: Kind, name: str, wiring: _Wiring) -> Any:
-    spec = BACKENDS.get((kind, name))
-    cls = backend_class(kind, name)
-    assert spec is not None  # backend_class raised otherwise
-    return await spec.build(cls, wiring)
-
-
-# -- building a memory ---------------------------------------------------------------------
-
-
-async def build_memory(
-    settings: TieredMemorySettings | None = None,
-    *,
-    clock: Clock | None = None,
-    embedder: Embedder | Any | None = None,
-    summarizer: Summarizer | None = None,
-) -> AsyncTieredMemory:
-    """A wired `AsyncTieredMemory` from `settings` (default: `load_settings()`, which
-    reads the environment now). `embedder=`/`summarizer=` override the configured ones,
-    e.g. to pass a LangChain `Embeddings`. Close it with `await memory.close()`."""
-    from .engine import AsyncTieredMemory
-    from .locks import FileLock
-
-    s = settings if settings is not None else load_settings()
-    wiring = _Wiring(settings=s)
-    opened: list[Any] = []
-    try:
-        store = await _build("store", s.store.backend, wiring)
-        opened.append(store)
-        wiring.store = store
-        graph = await _build("graph", s.graph.backend, wiring)
-        opened.append(graph)
-        objects = await _build("objects", s.objects.backend, wiring)
-        opened.append(objects)
-        summ = summarizer or await _build("summarizer", s.summarizer.backend, wiring)
-        emb = (
-            embedder
-            if embedder is not None
-            else await _build("embedder", s.embedder.backend, wiring)
-        )
-    except BaseException:
-        for port in reversed(opened):  # do not leak half a memory's connections
-            with contextlib.suppress(Exception):
-                await port.close()
-        raise
-    lock = (
-        FileLock(wiring.db_path.with_name(wiring.db_path.name + ".sweep.lock"))
-        if wiring.db_path is not None
-        else None
-    )
-    memory = AsyncTieredMemory(
-        store=store,
-        graph=graph,
-        objects=objects,
-        summarizer=summ,
-        embedder=emb,
-        policy=s.policy,
-        clock=clock,
-        sweep_lock=lock,
-    )
-    return await memory._opened()  # a store of another embedding size is refused here
-
-
-def build_sync_memory(
-    settings: TieredMemorySettings | None = None,
-    *,
-    clock: Clock | None = None,
-    embedder: Embedder | Any | None = None,
-    summarizer: Summarizer | None = None,
-) -> TieredMemory:
-    """The blocking `TieredMemory` over `build_memory(...)`; close it with `close()`."""
-    from .engine import TieredMemory
-
-    return TieredMemory.from_async(
-        build_memory(settings, clock=clock, embedder=embedder, summarizer=summarizer)
-    )
+        _LOADING.reset(token)
 
 
 __all__ = [
-    "BACKENDS",
     "AnthropicSettings",
-    "BackendSpec",
     "EmbedderSettings",
     "GraphSettings",
     "Neo4jSettings",
@@ -660,9 +373,6 @@ __all__ = [
     "SummarizerSettings",
     "TieredMemorySettings",
     "WeaviateSettings",
-    "backend_class",
-    "build_memory",
-    "build_sync_memory",
     "default_config_file",
     "default_data_dir",
     "load_settings",

@@ -15,9 +15,8 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from os import PathLike
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,10 +28,10 @@ from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
 from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
-from .embeddings import HashingEmbedder, checked_embedder
+from .embeddings import checked_embedder
 from .errors import NotFoundError, ValidationError
 from .lifecycle import Sweep
-from .locks import FileLock, ProcessLock, SweepLock
+from .locks import ProcessLock, SweepLock
 from .models import (
     CONTEXT_PHASE,
     LIVE_TIERS,
@@ -73,6 +72,9 @@ from .runner import LoopThread
 from .scheduler import MaintenanceRunner
 from .scoring import resolve_fusion_weights
 from .tokens import TiktokenCounter
+
+if TYPE_CHECKING:
+    from .config import TieredMemorySettings
 
 log = logging.getLogger(__name__)
 
@@ -183,31 +185,15 @@ class AsyncTieredMemory:
         `dimension=` for one that does not declare it, else measured before the first
         write). A file holding vectors of another size is a ConfigurationError here.
         """
-        from .archives.local import LocalFolderObjectStore
-        from .graphs.sqlite import SQLiteAssociationGraph
-        from .stores.sqlite import SQLiteMemoryStore
-        from .summarizers.extractive import ExtractiveSummarizer
+        from .wiring import embedded_settings
 
-        db_path = Path(path)
-        store = await SQLiteMemoryStore.open(db_path)
-        graph = SQLiteAssociationGraph(store.database)
-        folder = Path(archive_dir) if archive_dir else db_path.with_name(db_path.name + ".archive")
-        try:
-            memory = cls(
-                store=store,
-                graph=graph,
-                objects=LocalFolderObjectStore(folder),
-                summarizer=summarizer or ExtractiveSummarizer(),
-                embedder=embedder if embedder is not None else HashingEmbedder(),
-                policy=policy,
-                clock=clock,
-                sweep_lock=FileLock(db_path.with_name(db_path.name + ".sweep.lock")),
-                dimension=dimension,
-            )
-        except BaseException:
-            await store.close()
-            raise
-        return await memory._opened()
+        return await cls.from_settings(
+            embedded_settings(path, archive_dir=archive_dir, policy=policy),
+            embedder=embedder,
+            summarizer=summarizer,
+            clock=clock,
+            dimension=dimension,
+        )
 
     async def _opened(self) -> AsyncTieredMemory:
         """Finish opening (the factories' last step): record the embedder's dimension in
@@ -232,10 +218,12 @@ class AsyncTieredMemory:
     ) -> AsyncTieredMemory:
         """Wire the backends named by a TOML file and the TIERED_MEMORY_* environment
         (e.g. Weaviate + Neo4j + S3 + Claude); see `tiered_memory.config`."""
-        from .config import build_memory, load_settings
+        from .config import load_settings
 
         settings = load_settings(config, **overrides)
-        return await build_memory(settings, clock=clock, embedder=embedder, summarizer=summarizer)
+        return await cls.from_settings(
+            settings, clock=clock, embedder=embedder, summarizer=summarizer
+        )
 
     @classmethod
     async def from_env(
@@ -1250,6 +1238,39 @@ class AsyncTieredMemory:
             raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
+    @classmethod
+    async def from_settings(
+        cls,
+        settings: TieredMemorySettings,
+        *,
+        clock: Clock | None = None,
+        embedder: Embedder | Any | None = None,
+        summarizer: Summarizer | None = None,
+        dimension: int | None = None,
+    ) -> AsyncTieredMemory:
+        """A memory over the backends `settings` name (`tiered_memory.config`), opened by
+        `tiered_memory.wiring`: the one path `embedded` and `from_config` take too.
+        `embedder=`/`summarizer=` replace the configured ones."""
+        from .wiring import open_stack
+
+        stack = await open_stack(settings, embedder=embedder, summarizer=summarizer)
+        try:
+            memory = cls(
+                store=stack.store,
+                graph=stack.graph,
+                objects=stack.objects,
+                summarizer=stack.summarizer,
+                embedder=stack.embedder,
+                policy=settings.policy,
+                clock=clock,
+                sweep_lock=stack.sweep_lock,
+                dimension=dimension,
+            )
+        except BaseException:
+            await stack.close()
+            raise
+        return await memory._opened()  # a store of another embedding size is refused here
+
     async def archive_preview(
         self,
         ids: Sequence[str] | None = None,
@@ -1464,6 +1485,23 @@ class TieredMemory:
         if runner is not None:
             self._loop.run(runner.stop())
             self._runner = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: TieredMemorySettings,
+        *,
+        clock: Clock | None = None,
+        embedder: Embedder | Any | None = None,
+        summarizer: Summarizer | None = None,
+        dimension: int | None = None,
+    ) -> TieredMemory:
+        """The blocking face of `AsyncTieredMemory.from_settings`."""
+        return cls.from_async(
+            AsyncTieredMemory.from_settings(
+                settings, clock=clock, embedder=embedder, summarizer=summarizer, dimension=dimension
+            )
+        )
 
     archive_preview = _blocking(AsyncTieredMemory.archive_preview)
 

@@ -12,20 +12,27 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .models import MaintenanceReport
-
-if TYPE_CHECKING:
-    from .engine import AsyncTieredMemory
+from .policy import Policy
 
 log = logging.getLogger(__name__)
+
+
+class Maintainable(Protocol):
+    """What the runner needs of a memory (`AsyncTieredMemory` is one). Declared here so
+    the engine, which makes runners, is not also imported by them: no import circle."""
+
+    policy: Policy
+
+    async def maintain(self) -> MaintenanceReport: ...
 
 
 class MaintenanceRunner:
     def __init__(
         self,
-        memory: AsyncTieredMemory,
+        memory: Maintainable,
         *,
         interval: timedelta | None = None,
         on_report: Callable[[MaintenanceReport], None] | None = None,

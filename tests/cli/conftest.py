@@ -8,6 +8,7 @@ get something to move without a simulated clock on the command line.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,10 +17,56 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from tiered_memory import HashingEmbedder, ManualClock, MemoryType, TieredMemory
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, MemoryType, TieredMemory
 from tiered_memory.cli import app
+from tiered_memory.cli import commands as cli_commands
+from tiered_memory.cli.demo import player as demo_player
 
 PAST = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+# The engine's parts: what the command line must not reach into (it calls methods).
+ENGINE_PARTS = frozenset(
+    {
+        *("store", "graph", "objects", "summarizer", "embedder", "tokens"),
+        *("retriever", "archiver", "archival", "sweep", "dimensions"),
+    }
+)
+
+
+class SeenByTheCli:
+    """A memory as the command line may use it: its public methods and settings. Code
+    of the command line reaching for a part of the engine or a private name fails the
+    test; the core modules it hands the memory to (export, backup) may."""
+
+    def __init__(self, memory: AsyncTieredMemory) -> None:
+        self._memory = memory
+
+    def __getattr__(self, name: str) -> Any:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith("tiered_memory.cli") and (
+            name.startswith("_") or name in ENGINE_PARTS
+        ):
+            raise AssertionError(f"{caller} reached into the engine: memory.{name}")
+        return getattr(self._memory, name)
+
+
+class CliOpens:
+    """Stands in for `AsyncTieredMemory` where the command line and the demo open one."""
+
+    @staticmethod
+    async def from_settings(*args: Any, **kwargs: Any) -> SeenByTheCli:
+        return SeenByTheCli(await AsyncTieredMemory.from_settings(*args, **kwargs))
+
+    @staticmethod
+    async def embedded(*args: Any, **kwargs: Any) -> SeenByTheCli:
+        return SeenByTheCli(await AsyncTieredMemory.embedded(*args, **kwargs))
+
+
+@pytest.fixture(autouse=True)
+def public_api_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command in these tests runs over the public API only (issue 18.4)."""
+    monkeypatch.setattr(cli_commands, "AsyncTieredMemory", CliOpens)
+    monkeypatch.setattr(demo_player, "AsyncTieredMemory", CliOpens)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 """Settings from environment variables and TOML; unknown keys rejected; the policy
-applied; the backend registry imports lazily and builds a working memory."""
+applied; the backend registry (`tiered_memory.wiring`) imports lazily and builds a
+working memory."""
 
 from __future__ import annotations
 
@@ -11,18 +12,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tiered_memory import AsyncTieredMemory, ConfigurationError, MemoryType, Tier
-from tiered_memory.config import (
-    BACKENDS,
-    backend_class,
-    build_memory,
-    build_sync_memory,
-    default_data_dir,
-    load_settings,
-    parse_duration,
-)
+from tiered_memory import AsyncTieredMemory, ConfigurationError, MemoryType, Tier, TieredMemory
+from tiered_memory.config import default_data_dir, load_settings, parse_duration
 from tiered_memory.errors import MissingDependencyError, ValidationError
 from tiered_memory.policy import Policy
+from tiered_memory.wiring import BACKENDS, backend_class
 
 
 def _toml(tmp_path: Path, text: str) -> Path:
@@ -223,7 +217,8 @@ def test_a_missing_backend_module_names_its_extra(monkeypatch: pytest.MonkeyPatc
 
 def test_importing_config_imports_no_backend_sdk() -> None:
     code = (
-        "import sys, tiered_memory.config, tiered_memory.cli, tiered_memory.transfer\n"
+        "import sys, tiered_memory.config, tiered_memory.wiring, tiered_memory.cli\n"
+        "import tiered_memory.transfer\n"
         "heavy = {'weaviate', 'neo4j', 'boto3', 'anthropic', 'sentence_transformers', "
         "'tiered_memory.stores.sqlite'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
@@ -240,7 +235,7 @@ async def test_build_memory_wires_the_embedded_stack(tmp_path: Path) -> None:
         embedder={"dimension": 64},
         policy={"retrieval": {"max_items": 3}, "tiers": {"hot_ttl": "1h"}},
     )
-    memory = await build_memory(s)
+    memory = await AsyncTieredMemory.from_settings(s)
     try:
         assert isinstance(memory, AsyncTieredMemory)
         assert memory.policy.retrieval.max_items == 3
@@ -260,7 +255,7 @@ def test_build_sync_memory_and_separate_graph_file(tmp_path: Path) -> None:
         graph={"path": str(tmp_path / "graph.db")},
         objects={"path": str(tmp_path / "originals")},
     )
-    with build_sync_memory(s) as memory:
+    with TieredMemory.from_settings(s) as memory:
         a = memory.add("the cat sat on the mat")
         b = memory.add("a dog sat on the rug")
         memory.link(a.id, b.id, weight=0.9)
@@ -301,7 +296,7 @@ class _Recorder:
 
 
 async def test_production_builders_pass_the_settings(tmp_path: Path) -> None:
-    from tiered_memory.config import _Wiring
+    from tiered_memory.wiring import _Wiring
 
     s = load_settings(
         _toml(
@@ -348,7 +343,9 @@ async def test_s3_and_claude_are_wired_without_any_io(
     monkeypatch.setenv("TIERED_MEMORY_SUMMARIZER__BACKEND", "anthropic")
     monkeypatch.setenv("TIERED_MEMORY_SUMMARIZER__ANTHROPIC__API_KEY", "sk-test")
     monkeypatch.setenv("TIERED_MEMORY_POLICY__ARCHIVAL__SUMMARIZER_RATE_PER_SECOND", "2.5")
-    memory = await build_memory(load_settings(store={"path": str(tmp_path / "m.db")}))
+    memory = await AsyncTieredMemory.from_settings(
+        load_settings(store={"path": str(tmp_path / "m.db")})
+    )
     try:
         from tiered_memory.summarizers.anthropic import AnthropicSummarizer
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tiered_memory.demo import player
-from tiered_memory.demo.player import choose_embedder, load_script
+from tiered_memory.cli.demo import player
+from tiered_memory.cli.demo.player import choose_embedder, load_script
 from tiered_memory.errors import ConfigurationError
 
 

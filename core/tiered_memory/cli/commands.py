@@ -1,57 +1,68 @@
-"""The `tiered-memory` command: the seed-002 memory commands over any configured store.
+"""The `tiered-memory` commands: the seed-002 memory commands over any configured store.
 
 Every command takes `--namespace`, `--db` (an embedded SQLite file; default under the
 user's data folder, or the production stack from `--config`/environment) and `--json`
 (machine-readable output on stdout). Tables and progress bars are for people: progress
 goes to stderr, so `--json` output stays parseable. Every expected failure (unknown id,
 bad tier, bad duration, bad configuration) is one line on stderr and a non-zero exit.
+
+Commands call the public API only (`AsyncTieredMemory`'s methods, `transfer`, `backup`);
+how results look is `rendering`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
-from .errors import TieredMemoryError, ValidationError, missing_extra
+import typer
+from rich.console import Console
 
-try:
-    import typer
-    from rich import box
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-    from rich.table import Table
-    from rich.text import Text
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise missing_extra(e.name or "typer", "cli") from e
-
-from .budget import SHARE_ORDER, share_caps, share_of
-from .config import TieredMemorySettings, build_memory, load_settings, parse_duration
-from .engine import AsyncTieredMemory
-from .models import (
-    LIVE_TIERS,
+from tiered_memory.budget import share_caps
+from tiered_memory.config import TieredMemorySettings, load_settings, parse_duration
+from tiered_memory.engine import AsyncTieredMemory
+from tiered_memory.errors import TieredMemoryError
+from tiered_memory.models import (
+    ArchivePreview,
     Explanation,
     Hit,
     Injection,
-    MaintenanceReport,
     Memory,
     MemoryType,
     QuarantinedMemory,
     Stats,
     Tier,
 )
-from .ports import ScanQuery
-from .stores.sqlite_schema import integrity_problems
-from .terminal import json_printable, printable
+from tiered_memory.terminal import json_printable
+
+from .rendering import (
+    archive_table,
+    err,
+    flags,
+    hit_json,
+    hits_table,
+    injection_json,
+    line,
+    memories_table,
+    memory_json,
+    memory_line,
+    out,
+    print_explanation,
+    print_injection,
+    print_original,
+    print_report,
+    print_stats,
+    progress,
+    report_json,
+    safe,
+    tier_label,
+)
 
 T = TypeVar("T")
 
@@ -63,9 +74,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
 
 
 # -- options every command takes -------------------------------------------------------------
@@ -107,21 +115,9 @@ class Common:
         return load_settings(self.config, **overrides)
 
 
-def _line(message: object) -> str:
-    """One line, with no control character a terminal would act on (`terminal`)."""
-    return printable(" ".join(str(message).split()), newlines=False)
-
-
-def safe(text: object, *, newlines: bool = False) -> str:
-    """Stored or typed text for rich output: control characters escaped (`terminal`)
-    and markup shown as text, so a memory can neither drive the terminal nor style
-    or link itself (rich markup makes OSC 8 links)."""
-    return escape(printable(str(text), newlines=newlines))
-
-
 def _fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr, never a traceback, for every error a user can cause."""
-    typer.echo(f"error: {_line(message)}", err=True)
+    typer.echo(f"error: {line(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -132,7 +128,7 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
         settings = common.settings()
         # `-n ""` is a mistake (an unset variable), not a request for the default
         namespace = settings.namespace if common.namespace is None else common.namespace
-        memory = await build_memory(settings)
+        memory = await AsyncTieredMemory.from_settings(settings)
         try:
             return await body(memory, namespace)
         finally:
@@ -150,78 +146,12 @@ def _emit(data: Any) -> None:
     typer.echo(json_printable(json.dumps(data, ensure_ascii=False, indent=2, default=str)))
 
 
-def _memory_json(memory: Memory) -> dict[str, Any]:
-    return memory.model_dump(mode="json", exclude={"embedding"})
-
-
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    return {
-        "id": hit.memory.id,
-        "tier": hit.tier.value,
-        "score": hit.score,
-        "phase": hit.phase,
-        "via": hit.via,
-        "tokens": hit.tokens,
-        "terms": hit.terms.model_dump(mode="json"),
-        "memory": _memory_json(hit.memory),
-    }
-
-
-def _short(text: str, width: int = 72) -> str:
-    """One line of at most `width` characters, control characters escaped."""
-    flat = printable(" ".join(text.split()), newlines=False)
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-_TIER_STYLE = {
-    Tier.HOT: "bold red",
-    Tier.WARM: "yellow",
-    Tier.COLD: "cyan",
-    Tier.ARCHIVED: "dim",
-}
-
-
-def tier_label(tier: Tier) -> str:
-    return f"[{_TIER_STYLE[tier]}]{tier.value}[/]"
-
-
-def _flags(memory: Memory) -> str:
-    flags = [
-        name
-        for name, on in (
-            ("pinned", memory.pinned),
-            ("core", memory.core),
-            ("forgotten", memory.do_not_inject),
-            ("superseded", memory.superseded_by is not None),
-        )
-        if on
-    ]
-    return ",".join(flags)
-
-
 def _checked(parse: Callable[[str], T], value: str) -> T:
     """Parse user input before anything is opened; a bad value is one line and exit 1."""
     try:
         return parse(value)
     except TieredMemoryError as e:
         _fail(str(e))
-
-
-@contextmanager
-def _progress(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr (never on stdout, which --json keeps for data)."""
-    if not enabled or total <= 0:
-        yield lambda _n: None
-        return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -247,7 +177,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Remember TEXT (in HOT, as every new capture)."""
-    from .transfer import detect_type
+    from tiered_memory.transfer import detect_type
 
     common = Common(namespace, db, config, as_json)
     kind = _checked(MemoryType.parse, memory_type) if memory_type else detect_type(text)
@@ -264,50 +194,12 @@ def add(
 
     m = _run(common, body)
     if as_json:
-        _emit(_memory_json(m))
+        _emit(memory_json(m))
     else:
-        shown_type = m.memory_type.value
-        out.print(f"{safe(m.id)}  {tier_label(m.tier)}  {shown_type}  {escape(_short(m.content))}")
+        out.print(memory_line(m))
 
 
 # -- reading -----------------------------------------------------------------------------------
-
-
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """Compact tables: every column but `content` keeps its full width (ids must stay
-    whole to be copied); `content` takes what is left and is cut with an ellipsis."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, col in enumerate(columns):
-        if col == "content":
-            table.add_column(col, min_width=16, ratio=1, overflow="ellipsis", no_wrap=True)
-            continue
-        width = max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
-        numeric = bool(rows) and all(_NUMBER.fullmatch(row[i]) for row in rows)
-        table.add_column(col, no_wrap=True, min_width=width, justify="right" if numeric else "left")
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def _type(memory: Memory) -> str:
-    return memory.memory_type.value[:4]
-
-
-def hits_table(hits: Sequence[Hit], title: str) -> Table:
-    rows = [
-        [
-            safe(h.memory.id),
-            tier_label(h.tier),
-            f"{h.score:.3f}",
-            _type(h.memory),
-            escape(_short(h.memory.content, 200)),
-        ]
-        for h in hits
-    ]
-    return _table(title, ("id", "tier", "score", "type", "content"), rows)
 
 
 @app.command()
@@ -342,7 +234,7 @@ def search(
 
     hits = _run(common, body)
     if as_json:
-        _emit([_hit_json(h) for h in hits])
+        _emit([hit_json(h) for h in hits])
         return
     if not hits:
         out.print("no hits")
@@ -369,23 +261,9 @@ def list_(
 
     memories = _run(common, body)
     if as_json:
-        _emit([_memory_json(m) for m in memories])
+        _emit([memory_json(m) for m in memories])
         return
-    rows = [
-        [
-            safe(m.id),
-            tier_label(m.tier),
-            _type(m),
-            f"{m.importance:.1f}",
-            str(m.use_count),
-            _flags(m),
-            escape(_short(m.content, 200)),
-        ]
-        for m in memories
-    ]
-    columns = ("id", "tier", "type", "imp", "uses", "flags", "content")
-    table = _table(f"{len(memories)} memories", columns, rows)
-    out.print(table)
+    out.print(memories_table(memories))
 
 
 @app.command()
@@ -409,33 +287,7 @@ def stats(
         data["quarantined_memories"] = [q.model_dump(mode="json") for q in quarantined]
         _emit(data)
         return
-    table = Table(title=f"namespace {safe(repr(s.namespace))}", title_justify="left")
-    table.add_column("tier")
-    table.add_column("memories", justify="right")
-    table.add_column("bytes", justify="right")
-    for tier in Tier:
-        ts = s.tiers.get(tier)
-        table.add_row(tier_label(tier), str(ts.count if ts else 0), str(ts.bytes if ts else 0))
-    table.add_section()
-    table.add_row("total", str(s.total), "")
-    out.print(table)
-    out.print(
-        f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}  "
-        f"quarantined {s.quarantined}"
-    )
-    print_quarantined(quarantined)
-
-
-def print_quarantined(quarantined: Sequence[QuarantinedMemory], console: Console = out) -> None:
-    """The memories archival set aside, with the error that did it and how to retry."""
-    if not quarantined:
-        return
-    console.print(
-        f"[yellow]archival set aside {len(quarantined)} memory(ies) after repeated "
-        "failures; fix the cause, then `tiered-memory archive ID` retries one[/]"
-    )
-    for q in quarantined:
-        console.print(f"  {safe(q.id)}  {q.failures} failures: {safe(q.error)}")
+    print_stats(s, quarantined)
 
 
 @app.command()
@@ -457,19 +309,7 @@ def explain(
     if as_json:
         _emit(e.model_dump(mode="json"))
         return
-    table = Table(
-        title=f"{safe(e.id)} ({e.tier.value}, {e.memory_type.value})", title_justify="left"
-    )
-    table.add_column("term")
-    table.add_column("value", justify="right")
-    for name, value in e.terms.model_dump().items():
-        table.add_row(name, f"{value:.4f}")
-    table.add_section()
-    table.add_row("uses", str(e.use_count))
-    table.add_row("last used", e.last_used_at.isoformat(timespec="seconds"))
-    table.add_row("pinned / core", f"{e.pinned} / {e.core}")
-    out.print(table)
-    out.print(safe(e.formula, newlines=True))
+    print_explanation(e)
 
 
 @app.command()
@@ -495,47 +335,9 @@ def recall(
 
     inj, caps = _run(common, body)
     if as_json:
-        _emit(
-            {
-                "text": inj.text,
-                "tokens": inj.tokens,
-                "budget_tokens": inj.budget_tokens,
-                "by_tier": {t.value: n for t, n in inj.by_tier.items()},
-                "by_share": budget_split(inj),
-                "degraded": inj.degraded,
-                "items": [_hit_json(h) for h in inj.items],
-            }
-        )
+        _emit(injection_json(inj))
         return
     print_injection(inj, caps)
-
-
-def budget_split(inj: Injection) -> dict[str, int]:
-    """Tokens used per budget share (pinned, hot, warm, cold incl. archived)."""
-    used = dict.fromkeys(SHARE_ORDER, 0)
-    for h in inj.items:
-        used[share_of(h)] += h.tokens
-    return used
-
-
-def print_injection(inj: Injection, caps: dict[str, int], console: Console = out) -> None:
-    if inj.items:
-        console.print(safe(inj.text, newlines=True))
-    else:
-        console.print("nothing to inject")
-    table = Table(
-        title=f"{inj.tokens} of {inj.budget_tokens} tokens, {len(inj.items)} item(s)",
-        title_justify="left",
-    )
-    table.add_column("share")
-    table.add_column("share of budget", justify="right")
-    table.add_column("used", justify="right")
-    table.add_column("items", justify="right")
-    used = budget_split(inj)
-    for share in SHARE_ORDER:
-        n = sum(1 for h in inj.items if share_of(h) == share)
-        table.add_row(share, str(caps.get(share, 0)), str(used[share]), str(n))
-    console.print(table)
 
 
 # -- flags and tiers ------------------------------------------------------------------------------
@@ -543,10 +345,10 @@ def print_injection(inj: Injection, caps: dict[str, int], console: Console = out
 
 def _show_memory(m: Memory, verb: str, as_json: bool) -> None:
     if as_json:
-        _emit(_memory_json(m))
+        _emit(memory_json(m))
     else:
-        flags = _flags(m)
-        out.print(f"{verb} {safe(m.id)}: {tier_label(m.tier)}{'  ' + flags if flags else ''}")
+        shown = flags(m)
+        out.print(f"{verb} {safe(m.id)}: {tier_label(m.tier)}{'  ' + shown if shown else ''}")
 
 
 @app.command()
@@ -661,36 +463,6 @@ def demote(
 # -- life cycle and archive -------------------------------------------------------------------
 
 
-def report_json(report: MaintenanceReport) -> dict[str, Any]:
-    return report.model_dump(mode="json")
-
-
-def print_report(report: MaintenanceReport, console: Console = out) -> None:
-    when = report.now.isoformat(timespec="seconds")
-    if report.skipped:
-        console.print(f"{when}: another sweep of this store is running; skipped")
-        return
-    title = f"sweep at {when}{' (dry run)' if report.dry_run else ''}"
-    table = Table(title=title, title_justify="left")
-    table.add_column("transition")
-    table.add_column("memories", justify="right")
-    for name, n in sorted(report.moved.items()):
-        table.add_row(name, str(n))
-    if not report.moved:
-        table.add_row("nothing due", "0")
-    console.print(table)
-    est = report.archive_estimate
-    if est is not None and est.candidates:
-        console.print(
-            f"archiving would cost {est.summarizer_calls} summariser call(s), "
-            f"~{est.input_tokens} input + ~{est.output_tokens} output tokens, "
-            f"{est.bytes} bytes of originals"
-        )
-    for e in report.errors:
-        console.print(f"[red]{safe(e)}[/]")
-    print_quarantined(report.quarantined, console)
-
-
 @app.command()
 def maintain(
     every: Annotated[
@@ -758,20 +530,20 @@ def archive(
         _fail("give ids or --older-than, not both")
 
     async def body(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
-        now = memory.clock.now()
-        candidates = await _archive_candidates(memory, ns, ids, age, now)
-        estimate = await memory.archiver.estimate(ns, candidates, now)
+        chosen: ArchivePreview = await memory.archive_preview(
+            ids or None, older_than=age, namespace=ns
+        )
         result: dict[str, Any] = {
             "preview": preview,
-            "candidates": [_memory_json(m) for m in candidates],
-            "estimate": estimate.model_dump(mode="json"),
+            "candidates": [memory_json(m) for m in chosen.candidates],
+            "estimate": chosen.estimate.model_dump(mode="json"),
             "archived": [],
         }
         if preview:
             return result
         archived: list[str] = []
-        with _progress(len(candidates), "archiving", not as_json) as advance:
-            for m in candidates:
+        with progress(len(chosen.candidates), "archiving", not as_json) as advance:
+            for m in chosen.candidates:
                 if await memory.archive([m.id], namespace=ns, reason="cli"):
                     archived.append(m.id)
                 advance(1)
@@ -786,69 +558,12 @@ def archive(
     if not candidates:
         out.print("nothing to archive")
         return
-    rows = [
-        [
-            safe(m["id"]),
-            tier_label(Tier(m["tier"])),
-            str(m["last_accessed_at"] or m["created_at"])[:10],
-            escape(_short(m["content"], 200)),
-        ]
-        for m in candidates
-    ]
-    verb = "would archive" if preview else "archived"
-    table = _table(
-        f"{verb} {len(candidates)} memory(ies)", ("id", "tier", "last used", "content"), rows
-    )
-    out.print(table)
+    out.print(archive_table(candidates, "would archive" if preview else "archived"))
     est = result["estimate"]
     out.print(
         f"cost: {est['summarizer_calls']} summariser call(s), ~{est['input_tokens']} input + "
         f"~{est['output_tokens']} output tokens, {est['bytes']} bytes of originals"
     )
-
-
-async def _archive_candidates(
-    memory: AsyncTieredMemory,
-    ns: str,
-    ids: Sequence[str] | None,
-    age: timedelta | None,
-    now: datetime,
-) -> list[Memory]:
-    if ids:
-        found = await memory.store.get_many(ns, list(ids), with_embeddings=True)
-        for i in ids:
-            if i not in found:
-                where = (
-                    "already archived"
-                    if await memory.store.get_archives(ns, [i])
-                    else ("not found")
-                )
-                raise ValidationError(f"memory {i!r} is {where} in namespace {ns!r}")
-        chosen = [found[i] for i in dict.fromkeys(ids)]
-        for m in chosen:
-            if m.pinned or m.core:
-                raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
-        return chosen
-    if age is None:
-        return [c.memory for c in await memory.archival.candidates(ns, now)]
-    picked: list[Memory] = []
-    after: str | None = None
-    while True:
-        page = await memory.store.scan(
-            ns,
-            ScanQuery(
-                tiers=LIVE_TIERS,
-                last_used_before=now - age,
-                pinned=False,
-                core=False,
-                after_id=after,
-                limit=500,
-            ),
-        )
-        picked.extend(page)
-        if len(page) < 500:
-            return picked
-        after = page[-1].id
 
 
 @app.command()
@@ -874,17 +589,6 @@ def expand(
         _emit(shown)
         return
     print_original(document)
-
-
-def print_original(document: dict[str, Any], console: Console = out) -> None:
-    console.print(f"[bold]{safe(document.get('original_id'))}[/] (archived original)")
-    console.print(safe(document.get("content", ""), newlines=True))
-    console.print(
-        safe(
-            f"created {document.get('created_at')}, archived {document.get('archived_at')} "
-            f"({document.get('archive_reason')}), importance {document.get('importance_score')}"
-        )
-    )
 
 
 # -- import and export -------------------------------------------------------------------------
@@ -915,7 +619,7 @@ def export(
 ) -> None:
     """Export a namespace: JSON (every field, round-trips through `import`), or a copy
     in a new SQLite file."""
-    from . import transfer
+    from tiered_memory import transfer
 
     common = Common(namespace, db, config, as_json)
     if fmt is ExportFormat.sqlite and output is None:
@@ -925,7 +629,7 @@ def export(
 
     async def body(memory: AsyncTieredMemory, ns: str) -> dict[str, Any]:
         total = await transfer.count_namespace(memory, ns)
-        with _progress(total, "exporting", output is not None and not as_json) as advance:
+        with progress(total, "exporting", output is not None and not as_json) as advance:
             if fmt is ExportFormat.sqlite:
                 assert output is not None
                 r = await transfer.export_sqlite(memory, ns, output, progress=advance)
@@ -979,7 +683,7 @@ def import_(
     """Import markdown notes (one memory per bullet or paragraph, headings as context,
     type detected, source = file) or a JSON export, all or nothing, into --namespace
     (default: the configured one; the export's own only with --keep-namespace)."""
-    from . import transfer
+    from tiered_memory import transfer
 
     common = Common(namespace, db, config, as_json)
     kind = fmt
@@ -997,7 +701,7 @@ def import_(
                 len(part) if isinstance(part := document.get(key), list) else 0
                 for key in ("memories", "archives")
             )
-            with _progress(total, "importing", not as_json) as advance:
+            with progress(total, "importing", not as_json) as advance:
                 return await transfer.import_document(
                     memory,
                     document,
@@ -1007,7 +711,7 @@ def import_(
                     progress=advance,
                 )
         notes, _ = transfer.read_markdown(path)
-        with _progress(len(notes), "importing", not as_json) as advance:
+        with progress(len(notes), "importing", not as_json) as advance:
             return await transfer.import_markdown(
                 memory, path, namespace=ns, importance=importance, progress=advance
             )
@@ -1058,7 +762,7 @@ def backup(
     file through SQLite's online backup API (one consistent copy, while other processes
     go on writing), then the original of every archive record in it, each checked
     against its checksum. Exit 0 when done, 1 when it failed (DESTINATION is left empty)."""
-    from . import backup as backups
+    from tiered_memory import backup as backups
 
     common = Common(None, db, config, as_json)
     if _store_file(common) is None:
@@ -1090,14 +794,12 @@ def verify(
     then every archived original against its record's size and sha256. Exit 0 when
     everything verified, 3 when problems were found (each is listed), 1 when the check
     could not run."""
-    from . import backup as backups
+    from tiered_memory import backup as backups
 
     common = Common(None, db, config, as_json)
     path = _store_file(common)
-    problems = integrity_problems(path) if path is not None else []
-    if problems:  # a damaged file would not open: report it as it is
-        report = backups.VerifyReport(path, problems=problems)
-    else:
+    report = backups.verify_file(path) if path is not None else backups.VerifyReport(None)
+    if report.ok:  # a damaged file would not open: otherwise report it as it is
 
         async def body(memory: AsyncTieredMemory, _ns: str) -> backups.VerifyReport:
             return await backups.verify(memory)
@@ -1165,17 +867,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         typer.echo("aborted", err=True)
         sys.exit(130)
     except TieredMemoryError as e:
-        typer.echo(f"error: {_line(e)}", err=True)
+        typer.echo(f"error: {line(e)}", err=True)
         sys.exit(1)
     except Exception as e:
         # click's usage errors (typer >= 0.2x vendors click, so match by shape, not class)
         message = getattr(e, "format_message", None)
         if not callable(message) or not hasattr(e, "exit_code"):
             raise
-        typer.echo(f"error: {_line(message())}", err=True)
+        typer.echo(f"error: {line(message())}", err=True)
         sys.exit(int(getattr(e, "exit_code", 2)) or 2)
     sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

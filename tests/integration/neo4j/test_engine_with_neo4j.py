@@ -181,7 +181,7 @@ async def test_a_memory_configured_with_a_dead_graph_still_starts(
     ns: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tiered_memory.config import build_memory, load_settings
+    from tiered_memory.config import load_settings
 
     for name in list(__import__("os").environ):
         if name.startswith("TIERED_MEMORY_"):
@@ -194,7 +194,7 @@ async def test_a_memory_configured_with_a_dead_graph_still_starts(
         data_dir=str(tmp_path),
         graph={"backend": "neo4j", "neo4j": {"uri": outage_server.uri}},
     )
-    mem = await build_memory(settings, clock=clock)
+    mem = await AsyncTieredMemory.from_settings(settings, clock=clock)
     try:
         await mem.add("Ava plays the violin", namespace=ns)
         hits = await mem.search("Ava plays the violin", namespace=ns)

@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tiered_memory.budget import share_caps
+from tiered_memory.cli.rendering import budget_split, hits_table, print_injection, print_original
 from tiered_memory.clock import ManualClock
 from tiered_memory.embeddings import (
     HashingEmbedder,
@@ -243,9 +245,6 @@ def run_demo(
 
 
 async def _run(out: Console, mode: str, folder: Path, namespace: str) -> dict[str, Any]:
-    from tiered_memory.budget import share_caps
-    from tiered_memory.cli import budget_split, hits_table, print_injection, print_original
-
     started = time.perf_counter()
     script = load_script()
     emb, described = choose_embedder(mode)

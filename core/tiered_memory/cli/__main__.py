@@ -1,0 +1,5 @@
+"""`python -m tiered_memory.cli`: the console script."""
+
+from .commands import main
+
+main()
