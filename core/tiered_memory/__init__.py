@@ -16,6 +16,7 @@ from .errors import (
     ValidationError,
 )
 from .models import (
+    ArchivePreview,
     ArchiveRecord,
     Explanation,
     Hit,
@@ -50,6 +51,7 @@ from .scheduler import MaintenanceRunner
 __all__ = [
     "ArchivalPolicy",
     "ArchiveIntegrityError",
+    "ArchivePreview",
     "ArchiveRecord",
     "AssociationPolicy",
     "AsyncTieredMemory",
