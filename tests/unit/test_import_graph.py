@@ -26,9 +26,12 @@ BACKEND_PACKAGES = (
     "tiered_memory.archives",
     "tiered_memory.summarizers",
 )
-# Cycles tolerated until issue 18.3: the old SQLite store's modules, where the schema
-# module runs migrations kept in the archive-table module, which refers back to it.
-LEGACY_CYCLES = ("tiered_memory.stores.",)
+# Cycles tolerated until issue 18.3 finishes, and only inside the SQLite backend: its
+# database module creates the tables and runs migrations kept in the journal and
+# archive-table modules, which name the database back (under TYPE_CHECKING). Before the
+# move they live in stores/, after it in backends/sqlite/. Remove both once the
+# migrations have their own module.
+LEGACY_CYCLES = ("tiered_memory.stores.", "tiered_memory.backends.sqlite.")
 
 CLIENT_LIBRARIES = frozenset({"sqlite3", "weaviate", "neo4j", "boto3", "botocore", "anthropic"})
 
