@@ -75,7 +75,18 @@ class FusionWeights(BaseModel):
 
     vector: float = Field(default=0.6, ge=0.0)
     keyword: float = Field(default=0.3, ge=0.0)
-    graph: float = Field(default=0.1, ge=0.0)
+    graph: float = Field(
+        default=0.0,
+        ge=0.0,
+        description=(
+            "weight of the association path strength in relevance. Off by default: most"
+            " links are auto-links weighted by the two memories' cosine, so the term"
+            " repeated the vector signal (DESIGN.md's 0.1 cost LoCoMo dev 0.013 at 1,000"
+            " tokens and LongMemEval dev 0.019 at 250). Linked neighbours still join the"
+            " candidates (phase 2) and revive COLD memories; set it (or pass"
+            " weights={'graph': ...}) when your links are your own (link())"
+        ),
+    )
     speaker: float = Field(
         default=0.1,
         ge=0.0,

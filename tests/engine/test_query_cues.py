@@ -35,7 +35,8 @@ def test_a_when_question_favours_a_memory_that_carries_time(
     mem.add("we went to the pottery class last Friday", namespace="ns")
     query = "When did we go to the pottery class?"
     hits = {h.memory.content: h for h in mem.search(query, namespace="ns")}
-    untimed = {"vector": 0.6, "keyword": 0.3, "graph": 0.1, "speaker": 0.1}
+    f = mem.policy.fusion
+    untimed = {"vector": f.vector, "keyword": f.keyword, "graph": f.graph, "speaker": f.speaker}
     without = {h.memory.content: h for h in mem.search(query, namespace="ns", weights=untimed)}
     friday = "we went to the pottery class last Friday"
     together = "we went to the pottery class together"

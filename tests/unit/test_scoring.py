@@ -24,8 +24,12 @@ def test_min_max_normalises_present_values_and_zeroes_missing() -> None:
 
 
 def test_fuse_weights_default_to_design_values() -> None:
-    w = FusionWeights()
-    assert (w.vector, w.keyword, w.graph) == (0.6, 0.3, 0.1)
+    assert (FusionWeights().vector, FusionWeights().keyword, FusionWeights().graph) == (
+        0.6,
+        0.3,
+        0.0,
+    )
+    w = FusionWeights(graph=0.1)
     rel, nv, nl, ng = fuse([0.9, 0.1], [None, 5.0], [0.5, None], w)
     # candidate 0: vector 1, lexical 0, graph 1 -> 0.6 + 0.1
     assert rel[0] == pytest.approx(0.7)
