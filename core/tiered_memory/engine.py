@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
-from . import decay, validation
+from . import validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
 from .budget import SHARE_ORDER, pack, render_line, share_of
@@ -70,7 +70,7 @@ from .ports import (
 from .retrieval import ACTIVE, Retriever, SearchPlan, archived_view
 from .runner import LoopThread
 from .scheduler import MaintenanceRunner
-from .scoring import resolve_fusion_weights
+from .scoring import formula, resolve_fusion_weights, score_terms
 from .tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
@@ -932,13 +932,7 @@ class AsyncTieredMemory:
             hit = next((h for h in hits if h.memory.id == id), None)
             terms = hit.terms if hit else ScoreTerms()
         else:
-            terms = self._decay_terms(memory, now)
-        sp = self.policy.scoring
-        formula = (
-            f"score = tier_factor({terms.tier_factor:.3f}) * ({sp.relevance} * relevance"
-            f"({terms.relevance:.3f}) + {sp.retention} * retention({terms.retention:.3f}) + "
-            f"{sp.frequency} * frequency({terms.frequency:.3f})) = {terms.score:.4f}"
-        )
+            terms = score_terms(memory, now, self.policy)
         return Explanation(
             id=id,
             namespace=ns,
@@ -950,28 +944,7 @@ class AsyncTieredMemory:
             last_used_at=memory.last_used_at,
             pinned=memory.pinned,
             core=memory.core,
-            formula=formula,
-        )
-
-    def _decay_terms(self, memory: Memory, now: datetime) -> ScoreTerms:
-        dp = self.policy.decay
-        if memory.tier is Tier.ARCHIVED:
-            r, h, ret = 0.0, 0.0, 0.0
-        else:
-            r, h = decay.memory_recency(memory, now, dp)
-            ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
-        freq = decay.frequency(memory.use_count, dp.frequency_saturation)
-        factor = self.policy.scoring.tier_factor.get(memory.tier, 1.0)
-        score = factor * (
-            self.policy.scoring.retention * ret + self.policy.scoring.frequency * freq
-        )
-        return ScoreTerms(
-            retention=ret,
-            recency=r,
-            half_life_days=h,
-            frequency=freq,
-            tier_factor=factor,
-            score=score,
+            formula=formula(terms, self.policy.scoring),
         )
 
     # -- flags and tiers ----------------------------------------------------------------
