@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -26,7 +25,7 @@ from pydantic import ValidationError as PydanticError
 from . import validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
-from .budget import SHARE_ORDER, pack, render_line, share_of
+from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of, with_pinned
 from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, checked_embedder
@@ -67,7 +66,7 @@ from .ports import (
     TokenCounter,
     Vector,
 )
-from .retrieval import ACTIVE, Retriever, SearchPlan, archived_view
+from .retrieval import Retriever, SearchPlan, archived_view
 from .runner import LoopThread
 from .scheduler import MaintenanceRunner
 from .scoring import formula, resolve_fusion_weights, score_terms
@@ -770,12 +769,7 @@ class AsyncTieredMemory:
         )
         validation.check_flag(record_use, "record_use")
         validation.check_query(query, self.policy.limits)
-        # enough candidates to fill the budget: with no item cap the budget binds
-        wanted = (
-            limit
-            if limit is not None
-            else min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
-        )
+        wanted = candidates_wanted(budget, limit, rp)
         plan = self._plan(
             max(rp.candidates, wanted),
             deep,
@@ -787,20 +781,15 @@ class AsyncTieredMemory:
             ids=ids,
             fill=wanted,
         )
-        filters = plan.filters
-        if tiers is None and ids is None and not filters.metadata and not filters.memory_types:
-            # pinned memories are always candidates, unless the caller narrowed the search
-            pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
-            )
-            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
-            plan = dataclasses.replace(plan, force_ids=pinned_ids)
+        pinned = pinned_scan(plan, wanted)
+        if pinned is not None:
+            plan = with_pinned(plan, await self.store.scan(ns, pinned))
         hits = (
             await self._search(ns, query, plan, query_embedding)
             if budget > 0
             else SearchResults([])
         )
-        packing = pack(
+        injection = pack(
             hits,
             budget=budget,
             max_items=limit,
@@ -808,29 +797,10 @@ class AsyncTieredMemory:
             count_tokens=self.tokens.count,
             # a counter that knows a cheap lower bound (TiktokenCounter) says so
             min_tokens=getattr(self.tokens, "min_count", None),
-        )
-        chosen = packing.chosen
-        text = "\n".join(render_line(h) for h in chosen)
-        total = self.tokens.count(text)
-        while total > budget and chosen:  # joins can tokenise differently; never overshoot
-            worst = min(chosen, key=lambda h: h.score)
-            chosen.remove(worst)
-            text = "\n".join(render_line(h) for h in chosen)
-            total = self.tokens.count(text)
-        by_tier = dict.fromkeys(Tier, 0)
-        for h in chosen:
-            by_tier[h.tier] += h.tokens
-        injection = Injection(
-            items=chosen,
-            text=text,
-            tokens=total,
-            by_tier=by_tier,
-            budget_tokens=budget,
             degraded=hits.degraded,
-            considered=len(hits),
         )
-        if record_use and chosen:
-            await self._record_use(ns, chosen)
+        if record_use and injection.items:
+            await self._record_use(ns, injection.items)
         return injection
 
     async def record_use(self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE) -> int:
