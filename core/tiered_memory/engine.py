@@ -30,7 +30,7 @@ from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
-from .lifecycle import Sweep
+from .sweep import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
     CONTEXT_PHASE,

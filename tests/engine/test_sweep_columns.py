@@ -28,7 +28,7 @@ from tiered_memory import (
     Tier,
 )
 from tiered_memory import decay as d
-from tiered_memory.lifecycle import _retention
+from tiered_memory.sweep import _retention
 from tiered_memory.models import Memory
 from tiered_memory.policy import ConsolidationPolicy
 from tiered_memory.ports import MemoryFacts
