@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
-from . import validation
+from . import lifecycle, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
 from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of, with_pinned
@@ -30,10 +30,8 @@ from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
-from .sweep import Sweep
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
-    CONTEXT_PHASE,
     LIVE_TIERS,
     Explanation,
     Hit,
@@ -70,12 +68,12 @@ from .retrieval import Retriever, SearchPlan, archived_view
 from .runner import LoopThread
 from .scheduler import MaintenanceRunner
 from .scoring import formula, resolve_fusion_weights, score_terms
+from .sweep import Sweep
 from .tokens import TiktokenCounter
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-_TIER_RANK = {Tier.HOT: 0, Tier.WARM: 1, Tier.COLD: 2, Tier.ARCHIVED: 3}
 
 
 class MemoryInput(BaseModel):
@@ -815,15 +813,16 @@ class AsyncTieredMemory:
         return len(found)
 
     async def _record_use(self, ns: str, chosen: Sequence[Hit]) -> None:
-        """Count the use of injected memories; bring back COLD ones reached through an
-        association; strengthen the links between memories injected together (when
-        `co_recall_boost` is above 0: off by default, see policy.py)."""
+        """Count the use of injected memories (`lifecycle.counted_uses`); bring back
+        COLD ones reached through an association (`lifecycle.revived`); strengthen the
+        links between memories injected together (when `co_recall_boost` is above 0:
+        off by default, see policy.py)."""
         now = self.clock.now()
-        live = [h for h in chosen if not h.archived and h.phase != CONTEXT_PHASE]
+        live = lifecycle.counted_uses(chosen)
         if not live:
             return
         await self.store.record_access(ns, [AccessRecord(h.memory.id, now) for h in live])
-        revived = [h.memory.id for h in live if h.tier is Tier.COLD and h.phase == 2]
+        revived = lifecycle.revived(live)
         if revived:
             await self.store.set_tier(ns, revived, Tier.WARM, now)
             for h in live:
@@ -1003,9 +1002,9 @@ class AsyncTieredMemory:
     async def pin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
         """Never decays, never demoted, always a candidate for its budget share."""
         ns = self._ns(namespace)
-        memory = await self._require(ns, id)
-        if memory.tier is Tier.COLD:  # a pinned memory is always injectable
-            await self.store.set_tier(ns, [id], Tier.WARM, self.clock.now())
+        tier = lifecycle.tier_when_pinned(await self._require(ns, id))
+        if tier is not None:
+            await self.store.set_tier(ns, [id], tier, self.clock.now())
         return await self._patch(ns, id, MemoryPatch(pinned=True, updated_at=self.clock.now()))
 
     async def unpin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
@@ -1018,12 +1017,7 @@ class AsyncTieredMemory:
         """Move a memory to a more active tier (HOT only ever by this explicit call)."""
         ns = self._ns(namespace)
         target = Tier.parse(tier)
-        memory = await self._require(ns, id)
-        if target is Tier.ARCHIVED or _TIER_RANK[target] >= _TIER_RANK[memory.tier]:
-            raise ValidationError(
-                f"cannot promote {id!r} from {memory.tier.value} to {target.value}; "
-                "promotion moves to a more active tier (use demote to go down)"
-            )
+        lifecycle.check_promotion(await self._require(ns, id), target)
         await self.store.set_tier(ns, [id], target, self.clock.now())
         return await self._require(ns, id)
 
@@ -1033,24 +1027,7 @@ class AsyncTieredMemory:
         """Move a memory to a less active tier. Pinned and core memories are exempt."""
         ns = self._ns(namespace)
         target = Tier.parse(tier)
-        memory = await self._require(ns, id)
-        if memory.pinned or memory.core:
-            flag = "pinned" if memory.pinned else "core"
-            raise ValidationError(
-                f"memory {id!r} is {flag} and exempt from demotion; unpin it first"
-                if memory.pinned
-                else f"memory {id!r} is {flag} and exempt from demotion"
-            )
-        if target is Tier.ARCHIVED:
-            raise ValidationError(
-                "archive memories with maintain() or archive(); "
-                "demote moves between HOT, WARM and COLD"
-            )
-        if _TIER_RANK[target] <= _TIER_RANK[memory.tier]:
-            raise ValidationError(
-                f"cannot demote {id!r} from {memory.tier.value} to {target.value}; "
-                "demotion moves to a less active tier"
-            )
+        lifecycle.check_demotion(await self._require(ns, id), target)
         await self.store.set_tier(ns, [id], target, self.clock.now())
         return await self._require(ns, id)
 

@@ -1,10 +1,11 @@
 """The maintenance sweep: every tier transition of DESIGN.md section 2, in order.
 
-Candidates come from store-side filters (tier + timestamps), page by page, never from
-loading every memory. Each transition is a pure function of stored state and `now`,
-so running the sweep twice at the same time changes nothing the second time, and a
-sweep that stopped half-way is simply run again. The last steps, archival and the
-flags of records archived before records kept them, are the pipeline of
+The rules are `tiered_memory.lifecycle`'s (each a store-side filter and a pure test over
+columns); the sweep pages through the candidates, never loading every memory, and
+moves what the rules select. Each step is a function of stored state and `now`, so
+running the sweep twice at the same time changes nothing the second time, and a sweep
+that stopped half-way is simply run again. The last steps, archival and the flags of
+records archived before records kept them, are the pipeline of
 `tiered_memory.archival` (claims, per-run caps, quarantine).
 """
 
@@ -14,19 +15,18 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import partial
 
 import numpy as np
-import numpy.typing as npt
 
-from . import decay
+from . import lifecycle
 from .archival import ArchivalPipeline
+from .lifecycle import ACTIVE, SCAN_PAGE
 from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
 from .namespaces import stored_namespace
-from .policy import DecayPolicy, Policy
+from .policy import Policy
 from .ports import (
-    NO_TIME,
     AssociationGraph,
     Embedder,
     MemoryFacts,
@@ -35,53 +35,9 @@ from .ports import (
     ScanQuery,
     Summarizer,
     SummaryRequest,
-    to_micros,
 )
 
 log = logging.getLogger(__name__)
-
-HOT = frozenset({Tier.HOT})
-WARM = frozenset({Tier.WARM})
-COLD = frozenset({Tier.COLD})
-ACTIVE = frozenset({Tier.HOT, Tier.WARM})
-
-# Page size of the id and column scans: their rows are a few dozen bytes, so large pages
-# keep the number of queries down (consolidation windows keep the archival batch size).
-SCAN_PAGE = 10_000
-# Pages of the HOT-expiry and WARM -> COLD scans, which keep every due id anyway. A
-# page of a scan bounded by a timestamp reads every row inside the bound from the
-# tier's timestamp index and sorts them by id: 98k expired rows in pages of 10k read
-# ~10 x 98k rows (0.65 s); in pages of 50k, 2 x 98k (a page's facts: a few MB).
-EXPIRY_PAGE = 50_000
-_US_PER_DAY = 86_400e6
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-Floats = npt.NDArray[np.float64]
-Bools = npt.NDArray[np.bool_]
-
-
-def _half_lives(facts: MemoryFacts, dp: DecayPolicy) -> Floats:
-    """Effective half-lives in days, `decay.half_life_for` over a column of memories."""
-    base = np.array([dp.half_life_days[t] for t in facts.memory_types], dtype=np.float64)
-    out: Floats = base * np.log2(np.maximum(facts.use_count, 0) + 2.0)
-    return out
-
-
-def _floors(facts: MemoryFacts, dp: DecayPolicy) -> Floats:
-    """`decay.floor_for` over a column: pinned 1.0, core the core floor, else the floor."""
-    core = max(dp.core_floor, dp.floor)
-    out: Floats = np.where(facts.pinned, 1.0, np.where(facts.core, core, dp.floor))
-    return out
-
-
-def _retention(facts: MemoryFacts, now: datetime, dp: DecayPolicy) -> Floats:
-    """`decay.retention` of every memory in `facts` at `now`."""
-    elapsed = (to_micros(now) - facts.last_used_at) / _US_PER_DAY
-    return decay.retention_vector(elapsed, _half_lives(facts, dp), _floors(facts, dp))
-
-
-def _day(micros: int) -> date:
-    return (_EPOCH + timedelta(microseconds=int(micros))).date()
 
 
 class Sweep:
@@ -185,32 +141,17 @@ class Sweep:
     # -- transitions ---------------------------------------------------------------------
 
     async def _hot_expiry(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        """HOT lasts 72 h: then WARM if it was used or matters, else COLD. Pinned and core
-        memories settle in WARM (they are never sent COLD).
-
-        A memory bound for WARM that the next rule (WARM -> COLD) would send on at once
-        goes straight to COLD: the state is the one the two moves leave (tier COLD,
-        cold_since and tier_changed_at `now`), and each row is rewritten once, not
-        twice. The report counts it in both transitions, as the two moves would.
-        """
-        tp = self.policy.tiers
-        expired = ScanQuery(tiers=HOT, tier_changed_before=now - tp.hot_ttl, limit=EXPIRY_PAGE)
+        """HOT -> WARM or COLD (`lifecycle.hot_expiry`). A memory that goes through WARM
+        straight to COLD is rewritten once and counted in both transitions, as the two
+        moves would be."""
         to_warm: list[str] = []
         to_cold: list[str] = []
         through_warm: list[str] = []
-        async for page in self._facts(ns, expired):
-            keep = (
-                (page.use_count > 0)
-                | (page.importance >= tp.hot_to_warm_min_importance)
-                | page.pinned
-                | page.core
-            )
-            onward = keep & self._warm_due(page, now)
-            for i, memory_id in enumerate(page.ids):
-                if onward[i]:
-                    through_warm.append(memory_id)
-                else:
-                    (to_warm if keep[i] else to_cold).append(memory_id)
+        async for page in self._facts(ns, lifecycle.hot_expiry_query(now, self.policy.tiers)):
+            expiry = lifecycle.hot_expiry(page, now, self.policy)
+            to_warm += expiry.to_warm
+            to_cold += expiry.to_cold
+            through_warm += expiry.through_warm
         await self._move(ns, to_warm, Tier.WARM, now, "hot_to_warm", report)
         if (to_cold or through_warm) and not report.dry_run:
             await self.store.set_tier(ns, to_cold + through_warm, Tier.COLD, now)
@@ -219,90 +160,32 @@ class Sweep:
         report.add("warm_to_cold", len(through_warm))
 
     async def _warm_to_cold(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        """Unused for 60 days, or at its retention floor for 7 days (a timestamp computed
-        from the last use, not a counter kept by the sweep)."""
-        q = ScanQuery(
-            tiers=WARM,
-            last_used_before=now - self._warm_idle_at_least(),
-            pinned=False,
-            core=False,
-            limit=EXPIRY_PAGE,
-        )
+        """WARM -> COLD (`lifecycle.warm_due`)."""
         ids: list[str] = []
-        async for page in self._facts(ns, q):
-            ids.extend(page.ids[i] for i in np.flatnonzero(self._warm_due(page, now)))
+        async for page in self._facts(ns, lifecycle.warm_to_cold_query(now, self.policy)):
+            ids.extend(
+                page.ids[i] for i in np.flatnonzero(lifecycle.warm_due(page, now, self.policy))
+            )
         await self._move(ns, ids, Tier.COLD, now, "warm_to_cold", report)
 
-    def _warm_idle_at_least(self) -> timedelta:
-        """How long any memory the WARM -> COLD rule sends on has gone unused: the store-
-        side bound of its scan (the floor rule needs the shortest half-life's time to
-        the floor plus the dwell)."""
-        tp, dp = self.policy.tiers, self.policy.decay
-        shortest = min(dp.half_life_days.values())
-        earliest = decay.time_to_floor(shortest, tp.floor_epsilon, dp.floor) + tp.floor_dwell
-        return min(tp.warm_idle, earliest)
-
-    def _warm_due(self, facts: MemoryFacts, now: datetime) -> Bools:
-        """Which of `facts` the WARM -> COLD rule moves at `now` (their tier aside):
-        neither pinned nor core, and unused for `warm_idle`, or at the retention floor
-        (within `floor_epsilon`) for `floor_dwell`: last use + `decay.time_to_floor` +
-        dwell <= now."""
-        tp, dp = self.policy.tiers, self.policy.decay
-        now_us = to_micros(now)
-        idle = facts.last_used_at < to_micros(now - tp.warm_idle)
-        span = 1.0 - _floors(facts, dp)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            days = _half_lives(facts, dp) * np.log2(span / tp.floor_epsilon)
-        days = np.where(span <= tp.floor_epsilon, 0.0, days)
-        # timedelta(days=x) rounds to the microsecond; so does this
-        to_floor = np.rint(days * _US_PER_DAY).astype(np.int64)
-        dwell = tp.floor_dwell // timedelta(microseconds=1)
-        dwelt = now_us - (facts.last_used_at + to_floor) >= dwell
-        due: Bools = ~facts.pinned & ~facts.core & (idle | dwelt)
-        return due
-
     async def _superseded_to_cold(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        q = ScanQuery(tiers=ACTIVE, superseded=True, pinned=False)
-        ids = await self._ids(ns, q)
+        ids = await self._ids(ns, lifecycle.SUPERSEDED_QUERY)
         await self._move(ns, ids, Tier.COLD, now, "superseded_to_cold", report)
 
     async def _cold_to_warm(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        """Used 3 times on 2 distinct days since it went cold: it is wanted again."""
+        """COLD -> WARM (`lifecycle.reactivated`)."""
         tp = self.policy.tiers
-        q = ScanQuery(
-            tiers=COLD,
-            min_uses_since_cold=tp.reactivate_uses,
-            superseded=False,
-            limit=SCAN_PAGE,
-        )
         ids: list[str] = []
-        async for page in self._facts(ns, q, use_days=True):
-            assert page.use_days is not None
-            for i, memory_id in enumerate(page.ids):
-                went_cold = page.cold_since[i]
-                since = _day(page.created_at[i] if went_cold == NO_TIME else went_cold)
-                days = {d for d in page.use_days[i] if d >= since}
-                if len(days) >= tp.reactivate_distinct_days:
-                    ids.append(memory_id)
+        async for page in self._facts(ns, lifecycle.cold_to_warm_query(tp), use_days=True):
+            ids.extend(lifecycle.reactivated(page, tp))
         await self._move(ns, ids, Tier.WARM, now, "cold_to_warm", report)
 
     async def _core_promotion(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
-        """Stable and used memories earn `core`: a 0.60 retention floor, no demotion."""
-        tp, dp = self.policy.tiers, self.policy.decay
-        q = ScanQuery(
-            tiers=ACTIVE,
-            core=False,
-            superseded=False,
-            min_use_count=tp.core_min_uses,
-            limit=SCAN_PAGE,
-        )
+        """Earning `core` (`lifecycle.earn_core`)."""
         ids: list[str] = []
-        async for page in self._facts(ns, q, use_days=True):
-            assert page.use_days is not None
-            retained = _retention(page, now, dp) >= tp.core_min_retention
-            for i in np.flatnonzero(retained):
-                if len(set(page.use_days[i])) >= tp.core_min_distinct_days:
-                    ids.append(page.ids[i])
+        query = lifecycle.core_query(self.policy.tiers)
+        async for page in self._facts(ns, query, use_days=True):
+            ids.extend(lifecycle.earn_core(page, now, self.policy))
         if ids and not report.dry_run:
             await self.store.patch_many(ns, ids, MemoryPatch(core=True, updated_at=now))
         report.add("core_promoted", len(ids))
@@ -333,7 +216,9 @@ class Sweep:
         carry: list[str] = []
         batch = self._batch()
         async for page in self._facts(ns, replace(q, limit=SCAN_PAGE)):
-            fading = (~page.do_not_inject) & (_retention(page, now, dp) < cp.retention_below)
+            fading = (~page.do_not_inject) & (
+                lifecycle.retention(page, now, dp) < cp.retention_below
+            )
             for start in range(0, len(page), batch):
                 rows = np.flatnonzero(fading[start : start + batch]) + start
                 window = carry + [page.ids[i] for i in rows]
