@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -18,18 +17,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticError
-
 from . import lifecycle, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
+from .associations import Associations, explicit_link, similarity_links
 from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of, with_pinned
 from .clock import CheckedClock, SystemClock
+from .dedup import nearest_stored, screen
+from .dedup import threshold as dedup_threshold
 from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
+from .intake import MemoryInput, Prepared, as_input, prepare
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
     LIVE_TIERS,
@@ -37,7 +36,6 @@ from .models import (
     Hit,
     Injection,
     Link,
-    LinkKind,
     MaintenanceReport,
     Memory,
     MemoryType,
@@ -74,46 +72,6 @@ from .tokens import TiktokenCounter
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-
-
-class MemoryInput(BaseModel):
-    """One item for `add_many`; the same fields as `add`'s keyword arguments."""
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
-    content: str = Field(strict=True)
-    memory_type: MemoryType | str = MemoryType.EPISODIC
-    importance: float = 0.4
-    metadata: dict[str, Any] | None = None
-    source: str = Field(default="api", strict=True)
-    pinned: bool = Field(default=False, strict=True)
-    embedding: Any = None
-    id: str | None = Field(default=None, strict=True)
-
-    @classmethod
-    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
-        """Build one from keyword fields; a bad field is a ValidationError naming it."""
-        try:
-            return cls(**fields)
-        except (TypeError, PydanticError) as e:
-            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
-
-
-def _fields_message(error: Exception) -> str:
-    """pydantic's errors as one line: "content: Input should be a valid string"."""
-    if not isinstance(error, PydanticError):
-        return str(error)
-    return "; ".join(
-        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
-    )
-
-
-class _Prepared(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    memory: Memory
-    vector: Any = Field(repr=False)
 
 
 class AsyncTieredMemory:
@@ -154,6 +112,9 @@ class AsyncTieredMemory:
         )
         self.archival = ArchivalPipeline(store, self.archiver, self.policy)
         self.sweep = Sweep(store, graph, self.archival, summarizer, self.embedder, self.policy)
+        self.associations = Associations(
+            store, graph, self.policy.associations, self.retriever.breaker
+        )
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
         self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
@@ -269,53 +230,6 @@ class AsyncTieredMemory:
         before its first write. Vectors of another size are refused before writing."""
         return await self.dimensions.for_write(self.embedder)
 
-    async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
-        """Validate everything and embed in one batch, before anything is written."""
-        limits = self.policy.limits
-        now = self.clock.now()
-        memories: list[Memory] = []
-        given: dict[int, Vector] = {}
-        seen_ids: set[str] = set()
-        for i, item in enumerate(items):
-            content = validation.check_content(item.content, limits)
-            memory_id = validation.check_id(item.id, limits) if item.id is not None else None
-            if memory_id is not None:
-                if memory_id in seen_ids:
-                    raise ValidationError(f"id {memory_id!r} appears twice in one call")
-                seen_ids.add(memory_id)
-            kwargs: dict[str, Any] = {"id": memory_id} if memory_id else {}
-            memories.append(
-                Memory(
-                    namespace=namespace,
-                    content=content,
-                    memory_type=MemoryType.parse(item.memory_type),
-                    importance=validation.check_importance(item.importance),
-                    metadata=validation.check_metadata(item.metadata, limits),
-                    source=validation.check_label(
-                        item.source, "source", limits.max_source_chars, "max_source_chars"
-                    ),
-                    pinned=bool(item.pinned),
-                    created_at=now,
-                    updated_at=now,
-                    tier_changed_at=now,
-                    **kwargs,
-                )
-            )
-            self.objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
-            if item.embedding is not None:  # finite and flat; its size once known, below
-                given[i] = validation.check_vector(item.embedding, None)
-        to_embed = [i for i in range(len(items)) if i not in given]
-        measured: int | None = None
-        if to_embed:
-            # the embedder's guard checked one finite row per text
-            matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
-            for row, i in enumerate(to_embed):
-                given[i] = matrix[row]
-            measured = int(matrix.shape[1])
-        dimension = await self.dimensions.for_write(self.embedder, measured)
-        vectors = [validation.check_size(given[i], dimension) for i in range(len(items))]
-        return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
-
     # -- writing ----------------------------------------------------------------------
 
     async def add(
@@ -408,111 +322,89 @@ class AsyncTieredMemory:
         a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
-        inputs = [self._as_input(x) for x in validation.check_items(items)]
+        inputs = [as_input(x) for x in validation.check_items(items)]
         if dedup is not None:
             validation.check_flag(dedup, "dedup")
         validation.check_flag(link, "link")
         validation.check_flag(replace, "replace")  # "no" is truthy: it would replace
         if not inputs:
             return []
-        prepared = await self._prepare(ns, inputs)
-        threshold = self.policy.limits.dedup_similarity
-        do_dedup = threshold is not None and (dedup is None or dedup)
-        ap = self.policy.associations
-        k_near = max(ap.autolink_top_k if link else 0, 1 if do_dedup else 0)
-
-        results: list[Memory | str] = []  # a Memory, or the id of an existing duplicate
-        accepted: list[_Prepared] = []
-        # unit rows of the accepted items, so later items of the batch dedup against them
-        accepted_matrix = np.empty((len(prepared), prepared[0].vector.size), dtype=np.float32)
-        links: list[Link] = []
-        strengthen: list[str] = []
         now = self.clock.now()
-        named = {p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id}
+        prepared = await prepare(
+            ns,
+            inputs,
+            limits=self.policy.limits,
+            now=now,
+            embedder=self.embedder,
+            dimensions=self.dimensions,
+            objects=self.objects,
+        )
+        named = {p.memory.id for p in prepared if p.named}
         if named and not replace:
-            clash = await self.store.get_many(ns, sorted(named))
-            clash_archived = await self.store.get_archives(ns, sorted(named))
-            taken = sorted(set(clash) | set(clash_archived))
-            if taken:
-                raise ValidationError(
-                    f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
-                    "upsert) to replace them"
-                )
+            await self._refuse_taken(ns, named)
         replacing = named if replace else set()
 
-        stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
-        for i, p in enumerate(prepared):
-            near: list[tuple[str, float]] = []
-            if k_near:
-                # stored vectors of memories this call replaces are stale: not neighbours
-                near.extend(pair for pair in stored_near[i] if pair[0] not in replacing)
-                if accepted:
-                    unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
-                    sims = accepted_matrix[: len(accepted)] @ unit  # cosines
-                    for j in np.argsort(-sims)[:k_near]:
-                        near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
-                near.sort(key=lambda t: t[1], reverse=True)
-            merge = p.memory.id not in replacing
-            if merge and do_dedup and threshold is not None and near and near[0][1] >= threshold:
-                results.append(near[0][0])
-                strengthen.append(near[0][0])
-                continue
-            accepted_matrix[len(accepted)] = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
-            accepted.append(p)
-            results.append(p.memory)
-            if link:
-                for other, sim in near[: ap.autolink_top_k]:
-                    if sim >= ap.autolink_min_similarity and other != p.memory.id:
-                        links.append(
-                            Link(
-                                source=p.memory.id,
-                                target=other,
-                                weight=min(1.0, sim),
-                                kind=LinkKind.SIMILAR,
-                                created_at=now,
-                                updated_at=now,
-                            )
-                        )
+        ap = self.policy.associations
+        duplicate_at = dedup_threshold(self.policy.limits.dedup_similarity, dedup)
+        k = max(ap.autolink_top_k if link else 0, 1 if duplicate_at is not None else 0)
+        vectors = [p.vector for p in prepared]
+        stored = await nearest_stored(self.store, ns, vectors, k) if k else []
+        screened = screen(
+            [p.memory.id for p in prepared],
+            vectors,
+            stored,
+            k=k,
+            threshold=duplicate_at,
+            replacing=replacing,
+        )
+        accepted = [p for p, s in zip(prepared, screened, strict=True) if s.duplicate_of is None]
+        duplicates = [s.duplicate_of for s in screened if s.duplicate_of is not None]
+        links = [
+            new_link
+            for p, s in zip(prepared, screened, strict=True)
+            if link and s.duplicate_of is None
+            for new_link in similarity_links(p.memory.id, s.near, ap, now)
+        ]
 
-        replaced: builtins.list[str] = []
         if accepted:
-            for p in accepted:
-                p.memory.embedding = p.vector.tolist()
+            await self._write(ns, accepted, replacing)
+        await self.associations.unlink_replaced(
+            ns, [p.memory.id for p in accepted if p.memory.id in replacing]
+        )
+        if duplicates:
+            await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
+        await self.associations.link_new(ns, links)
+        existing = await self.store.get_many(ns, duplicates)
+        return [
+            existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
+            for p, s in zip(prepared, screened, strict=True)
+        ]
+
+    async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
+        """An id named by a new memory must be free, live or archived (`replace=True`
+        replaces instead)."""
+        live = await self.store.get_many(ns, sorted(ids))
+        archived = await self.store.get_archives(ns, sorted(ids))
+        taken = sorted(set(live) | set(archived))
+        if taken:
+            raise ValidationError(
+                f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
+                "upsert) to replace them"
+            )
+
+    async def _write(self, ns: str, accepted: Sequence[Prepared], replacing: set[str]) -> None:
+        """Store new memories with their embeddings, in one write (one transaction with
+        the replaced ones when some replace)."""
+        for p in accepted:
+            p.memory.embedding = p.vector.tolist()
+        try:
             if replacing:
                 await self._replace(ns, [p.memory for p in accepted])
-                replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
             else:
                 await self.store.put_many(ns, [p.memory for p in accepted])
+        finally:
             for p in accepted:
                 p.memory.embedding = None
-        if replaced:
-            await self._graph_optional(
-                "relinking replaced memories", ns, lambda: self._unlink_derived(ns, replaced)
-            )
-        if strengthen:
-            await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
-        if links:
-            await self._graph_optional("auto-linking", ns, lambda: self._link_live(ns, links))
-
-        existing = await self.store.get_many(ns, [r for r in results if isinstance(r, str)])
-        out: list[Memory] = []
-        for r in results:
-            if isinstance(r, Memory):
-                out.append(r)
-            else:
-                out.append(existing[r])
-        return out
-
-    async def _unlink_derived(self, ns: str, ids: Sequence[str]) -> None:
-        """Drop the links of replaced memories that were derived from their old content
-        or use (similarity, co-recall, consolidation); explicit ones stay."""
-        stale = [
-            (link.source, link.target)
-            for link in await self.graph.links_of(ns, ids)
-            if link.kind is not LinkKind.EXPLICIT
-        ]
-        if stale:
-            await self.graph.unlink(ns, stale)
 
     async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
         """Swap the memories in (one store transaction), then delete the archived
@@ -537,45 +429,6 @@ class AsyncTieredMemory:
                 await self.archiver.delete_original(ns, record)
             except Exception as e:
                 log.warning("archived original of replaced %r not deleted: %s", record.id, e)
-
-    async def _stored_near(
-        self, ns: str, prepared: Sequence[_Prepared], k: int
-    ) -> builtins.list[builtins.list[tuple[str, float]]]:
-        """Each item's k nearest stored memories (forgotten and superseded included), as
-        (id, cosine): in one batch where the store can (the embedded one), else one
-        search per item."""
-        filters = SearchFilter(include_forgotten=True, include_superseded=True)
-        batch = getattr(self.store, "vector_search_many", None)
-        if batch is not None:
-            matrix = np.stack([np.asarray(p.vector, dtype=np.float32) for p in prepared])
-            found: builtins.list[builtins.list[tuple[str, float]]] = await batch(
-                ns, matrix, tiers=LIVE_TIERS, k=k, filters=filters
-            )
-            return found
-        return [
-            [
-                (s.memory.id, s.score)
-                for s in await self.store.vector_search(
-                    ns, p.vector, tiers=LIVE_TIERS, k=k, filters=filters
-                )
-            ]
-            for p in prepared
-        ]
-
-    @staticmethod
-    def _as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
-        if isinstance(item, MemoryInput):
-            return item
-        if isinstance(item, str):
-            return MemoryInput(content=item)
-        if isinstance(item, Mapping):
-            if not all(isinstance(key, str) for key in item):
-                raise ValidationError("the keys of a memory item must be field names")
-            return MemoryInput.parse(item)
-        raise ValidationError(
-            f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
-            "fields or a MemoryInput"
-        )
 
     # -- reading ----------------------------------------------------------------------
 
@@ -828,48 +681,7 @@ class AsyncTieredMemory:
             for h in live:
                 if h.memory.id in revived:
                     h.memory.tier = h.tier = Tier.WARM
-        boost = self.policy.associations.co_recall_boost
-        pairs = list(itertools.combinations(sorted(h.memory.id for h in live), 2))
-        if pairs and boost > 0:  # at 0, writing zero-weight links would only cost time
-            await self._graph_optional(
-                "co-recall strengthening", ns, lambda: self._strengthen_live(ns, pairs, boost, now)
-            )
-
-    async def _link_live(self, ns: str, links: Sequence[Link]) -> None:
-        await self.graph.upsert_links(ns, links)
-        await self._unlink_gone(ns, [(link.source, link.target) for link in links])
-
-    async def _strengthen_live(
-        self, ns: str, pairs: Sequence[tuple[str, str]], boost: float, now: datetime
-    ) -> None:
-        await self.graph.strengthen(ns, pairs, boost, now)
-        await self._unlink_gone(ns, pairs)
-
-    async def _unlink_gone(self, ns: str, pairs: Sequence[tuple[str, str]]) -> None:
-        """Undo links whose end was archived (or deleted) while they were written, e.g.
-        by a sweep in another process. The archiver drops a memory's links before and
-        after its record replaces it; this check covers a link written after that."""
-        ends = list({end for pair in pairs for end in pair})
-        live = await self.store.get_many(ns, ends)
-        gone = [(a, b) for a, b in pairs if a not in live or b not in live]
-        if gone:
-            await self.graph.unlink(ns, gone)
-
-    async def _graph_optional(
-        self, what: str, ns: str, call: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        """Graph writes that must never fail the caller: memories are stored either way,
-        links are an optimisation. Skipped at once while the graph is known to be down."""
-        breaker = self.retriever.breaker
-        if not breaker.allow():
-            log.info("%s skipped in %r: %s", what, ns, breaker.skipped_reason())
-            return
-        try:
-            await call()
-            breaker.succeeded()
-        except Exception as e:
-            breaker.failed(e)
-            log.warning("%s skipped in %r: %s", what, ns, e)
+        await self.associations.co_recalled(ns, [h.memory.id for h in live], now)
 
     # -- explain ----------------------------------------------------------------------
 
@@ -1043,22 +855,13 @@ class AsyncTieredMemory:
     ) -> Link:
         """Associate two memories of one namespace explicitly (both directions)."""
         ns = self._ns(namespace)
-        if validation.check_id(source, what="source") == validation.check_id(target, what="target"):
-            raise ValidationError("a memory cannot be linked to itself")
-        w = validation.check_importance(weight)
+        source = validation.check_id(source, what="source")
+        target = validation.check_id(target, what="target")
+        new_link = explicit_link(source, target, weight, self.clock.now())
         await self._require(ns, source)
         await self._require(ns, target)
-        now = self.clock.now()
-        link = Link(
-            source=source,
-            target=target,
-            weight=w,
-            kind=LinkKind.EXPLICIT,
-            created_at=now,
-            updated_at=now,
-        )
-        await self.graph.upsert_links(ns, [link])
-        return link
+        await self.graph.upsert_links(ns, [new_link])
+        return new_link
 
     async def links(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> builtins.list[Link]:
         ns = self._ns(namespace)
