@@ -503,6 +503,18 @@ class Archiver:
             await self._relink(ns, pending)
         return restored
 
+    async def restore_all(self, ns: str, *, now: datetime) -> int:
+        """`restore` every archived memory of `ns`, a page (`batch_size`) at a time."""
+        restored = 0
+        while True:  # restored records leave the archive, so always read the first page
+            page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)
+            if not page:
+                return restored
+            count = await self.restore(ns, [r.id for r in page], now=now)
+            if count == 0:
+                return restored
+            restored += count
+
     async def _relink(self, ns: str, links: list[Link]) -> None:
         """Re-create the links of restored memories whose both ends are live."""
         if not links:

@@ -20,15 +20,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from . import lifecycle, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
-from .associations import Associations, explicit_link, similarity_links
+from .associations import Associations, explicit_link
 from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of, with_pinned
 from .clock import CheckedClock, SystemClock
-from .dedup import nearest_stored, screen
-from .dedup import threshold as dedup_threshold
 from .dimensions import EmbeddingDimension
 from .embeddings import HashingEmbedder, checked_embedder
 from .errors import NotFoundError, ValidationError
-from .intake import MemoryInput, Prepared, as_input, prepare
+from .intake import MemoryInput, as_input, prepare
 from .locks import FileLock, ProcessLock, SweepLock
 from .models import (
     LIVE_TIERS,
@@ -46,6 +44,7 @@ from .models import (
     Tier,
 )
 from .namespaces import stored_namespace
+from .plans import search_plan
 from .policy import Policy
 from .ports import (
     AccessRecord,
@@ -57,7 +56,6 @@ from .ports import (
     MetadataFilter,
     ObjectStore,
     ScanQuery,
-    SearchFilter,
     Summarizer,
     TokenCounter,
     Vector,
@@ -65,9 +63,10 @@ from .ports import (
 from .retrieval import Retriever, SearchPlan, archived_view
 from .runner import LoopThread
 from .scheduler import MaintenanceRunner
-from .scoring import formula, resolve_fusion_weights, score_terms
+from .scoring import formula, score_terms
 from .sweep import Sweep
 from .tokens import TiktokenCounter
+from .writes import Writer
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +114,7 @@ class AsyncTieredMemory:
         self.associations = Associations(
             store, graph, self.policy.associations, self.retriever.breaker
         )
+        self.writer = Writer(store, graph, self.archiver, self.associations, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
         self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
@@ -339,96 +339,7 @@ class AsyncTieredMemory:
             dimensions=self.dimensions,
             objects=self.objects,
         )
-        named = {p.memory.id for p in prepared if p.named}
-        if named and not replace:
-            await self._refuse_taken(ns, named)
-        replacing = named if replace else set()
-
-        ap = self.policy.associations
-        duplicate_at = dedup_threshold(self.policy.limits.dedup_similarity, dedup)
-        k = max(ap.autolink_top_k if link else 0, 1 if duplicate_at is not None else 0)
-        vectors = [p.vector for p in prepared]
-        stored = await nearest_stored(self.store, ns, vectors, k) if k else []
-        screened = screen(
-            [p.memory.id for p in prepared],
-            vectors,
-            stored,
-            k=k,
-            threshold=duplicate_at,
-            replacing=replacing,
-        )
-        accepted = [p for p, s in zip(prepared, screened, strict=True) if s.duplicate_of is None]
-        duplicates = [s.duplicate_of for s in screened if s.duplicate_of is not None]
-        links = [
-            new_link
-            for p, s in zip(prepared, screened, strict=True)
-            if link and s.duplicate_of is None
-            for new_link in similarity_links(p.memory.id, s.near, ap, now)
-        ]
-
-        if accepted:
-            await self._write(ns, accepted, replacing)
-        await self.associations.unlink_replaced(
-            ns, [p.memory.id for p in accepted if p.memory.id in replacing]
-        )
-        if duplicates:
-            await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
-        await self.associations.link_new(ns, links)
-        existing = await self.store.get_many(ns, duplicates)
-        return [
-            existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
-            for p, s in zip(prepared, screened, strict=True)
-        ]
-
-    async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
-        """An id named by a new memory must be free, live or archived (`replace=True`
-        replaces instead)."""
-        live = await self.store.get_many(ns, sorted(ids))
-        archived = await self.store.get_archives(ns, sorted(ids))
-        taken = sorted(set(live) | set(archived))
-        if taken:
-            raise ValidationError(
-                f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
-                "upsert) to replace them"
-            )
-
-    async def _write(self, ns: str, accepted: Sequence[Prepared], replacing: set[str]) -> None:
-        """Store new memories with their embeddings, in one write (one transaction with
-        the replaced ones when some replace)."""
-        for p in accepted:
-            p.memory.embedding = p.vector.tolist()
-        try:
-            if replacing:
-                await self._replace(ns, [p.memory for p in accepted])
-            else:
-                await self.store.put_many(ns, [p.memory for p in accepted])
-        finally:
-            for p in accepted:
-                p.memory.embedding = None
-
-    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
-        """Swap the memories in (one store transaction), then delete the archived
-        originals of the archive records they replaced.
-
-        Unfinished archivals of the live memories being replaced lose their leftover
-        originals first, as `forget` does (the journal names them). The replaced
-        records' originals go after the commit, not before: a crash between the two
-        would otherwise leave the old record without its original. Originals are
-        content-addressed (`<id>@<sha256>`), so deleting the replaced record's never
-        touches one a new archival of the same id wrote; a record that points at it
-        again keeps it. A failure here leaves an orphan original, harmless."""
-        await self._discard_attempts(ns, [m.id for m in memories])
-        replaced = await self.store.replace_many(ns, memories)
-        if not replaced:
-            return
-        again = await self.store.get_archives(ns, [r.id for r in replaced])
-        for record in replaced:
-            if record.id in again and again[record.id].checksum == record.checksum:
-                continue
-            try:
-                await self.archiver.delete_original(ns, record)
-            except Exception as e:
-                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
+        return await self.writer.add(ns, prepared, now=now, dedup=dedup, link=link, replace=replace)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -517,58 +428,21 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         validation.check_count(k, "k", self.policy.limits)
         validation.check_query(query, self.policy.limits)
-        plan = self._plan(
-            k,
-            deep,
-            include_archived,
-            tiers,
-            weights,
-            memory_types,
-            metadata,
-            include_forgotten,
+        plan = search_plan(
+            self.policy.fusion,
+            k=k,
+            deep=deep,
+            include_archived=include_archived,
+            tiers=tiers,
+            weights=weights,
+            memory_types=memory_types,
+            metadata=metadata,
+            include_forgotten=include_forgotten,
             ids=ids,
         )
         hits = await self._search(ns, query, plan, query_embedding)
         out = SearchResults(hits[:k], degraded=hits.degraded, reasons=hits.reasons)
         return out
-
-    def _plan(
-        self,
-        k: int,
-        deep: bool,
-        include_archived: bool,
-        tiers: Sequence[Tier | str] | None,
-        weights: Mapping[str, float] | None,
-        memory_types: Sequence[MemoryType | str] | None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None,
-        include_forgotten: bool = False,
-        force_ids: frozenset[str] = frozenset(),
-        ids: Sequence[str] | None = None,
-        fill: int | None = None,
-    ) -> SearchPlan:
-        meta = validation.check_filters(metadata)
-        named = (
-            validation.check_list(memory_types, "memory_types") if memory_types is not None else []
-        )
-        types = frozenset(MemoryType.parse(t) for t in named) if named else None
-        if tiers is not None:
-            tiers = validation.check_list(tiers, "tiers")
-        filters = SearchFilter(
-            include_forgotten=validation.check_flag(include_forgotten, "include_forgotten"),
-            memory_types=types,
-            metadata=meta,
-            ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
-        )
-        return SearchPlan(
-            k=k,
-            deep=validation.check_flag(deep, "deep"),
-            include_archived=validation.check_flag(include_archived, "include_archived"),
-            tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
-            weights=resolve_fusion_weights(self.policy.fusion, validation.check_weights(weights)),
-            filters=filters,
-            force_ids=force_ids,
-            fill=fill,
-        )
 
     async def _search(
         self,
@@ -621,14 +495,15 @@ class AsyncTieredMemory:
         validation.check_flag(record_use, "record_use")
         validation.check_query(query, self.policy.limits)
         wanted = candidates_wanted(budget, limit, rp)
-        plan = self._plan(
-            max(rp.candidates, wanted),
-            deep,
-            include_archived,
-            tiers,
-            weights,
-            memory_types,
-            metadata,
+        plan = search_plan(
+            self.policy.fusion,
+            k=max(rp.candidates, wanted),
+            deep=deep,
+            include_archived=include_archived,
+            tiers=tiers,
+            weights=weights,
+            memory_types=memory_types,
+            metadata=metadata,
             ids=ids,
             fill=wanted,
         )
@@ -698,14 +573,11 @@ class AsyncTieredMemory:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
         now = self.clock.now()
         if query:
-            plan = self._plan(
-                self.policy.retrieval.candidates,
-                True,
-                True,
-                None,
-                None,
-                None,
-                None,
+            plan = search_plan(
+                self.policy.fusion,
+                k=self.policy.retrieval.candidates,
+                deep=True,
+                include_archived=True,
                 include_forgotten=True,
                 force_ids=frozenset({id}),
             )
@@ -749,13 +621,7 @@ class AsyncTieredMemory:
         archived = await self.store.get_archives(ns, [id]) if id not in live else {}
         if not live and not archived:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
-        await self.graph.drop_nodes(ns, [id])
-        if live:
-            await self._discard_attempts(ns, [id])
-            await self.store.delete_many(ns, [id])
-        else:
-            await self.store.delete_archives(ns, [id])
-            await self.archiver.delete_original(ns, archived[id])
+        await self.writer.delete(ns, list(live), archived)
 
     async def forget_many(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
@@ -771,25 +637,7 @@ class AsyncTieredMemory:
                 ns, list(live), MemoryPatch(do_not_inject=True, updated_at=self.clock.now())
             )
         archived = await self.store.get_archives(ns, [i for i in wanted if i not in live])
-        gone = list(live) + list(archived)
-        if gone:
-            await self.graph.drop_nodes(ns, gone)
-        deleted = 0
-        if live:
-            await self._discard_attempts(ns, list(live))
-            deleted = await self.store.delete_many(ns, list(live))
-        if archived:
-            # the record first: an orphan original is harmless, a record without one is not
-            deleted += await self.store.delete_archives(ns, list(archived))
-            for record in archived.values():
-                await self.archiver.delete_original(ns, record)
-        return deleted
-
-    async def _discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
-        """Delete the originals unfinished archivals of live memories wrote (the journal
-        names them) before the memories go: nothing of theirs may outlive them."""
-        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
-            await self.archiver.discard(ns, memory_id, state.written)
+        return await self.writer.delete(ns, list(live), archived)
 
     async def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         """Delete everything of one namespace: memories, links, archive records and
@@ -891,25 +739,9 @@ class AsyncTieredMemory:
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
         try:
-            before = _usage(self.summarizer)
-            report = await self.sweep.run(when, dry_run=dry_run, namespace=ns)
-            if not dry_run:
-                await self._checkpoint()
-            after = _usage(self.summarizer)
-            report.summarizer_input_tokens = after[0] - before[0]
-            report.summarizer_output_tokens = after[1] - before[1]
-            return report
+            return await self.sweep.run(when, dry_run=dry_run, namespace=ns)
         finally:
             self._sweep_lock.release()
-
-    async def _checkpoint(self) -> None:
-        """After a sweep, its moves and archivals go from the write-ahead log into the
-        store's main file (`MemoryStore.checkpoint`). Best effort: the sweep has
-        committed, and a failed checkpoint only leaves them in the log a while longer."""
-        try:
-            await self.store.checkpoint()
-        except Exception as e:
-            log.warning("checkpoint after the sweep failed (retried by the next): %s", e)
 
     async def archive(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
@@ -953,15 +785,7 @@ class AsyncTieredMemory:
         now = self.clock.now()
         if ids is not None:
             return await self.archiver.restore(ns, validation.check_ids(ids), now=now)
-        restored = 0
-        while True:  # restored records leave the archive, so always read the first page
-            page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)
-            if not page:
-                return restored
-            count = await self.archiver.restore(ns, [r.id for r in page], now=now)
-            if count == 0:
-                return restored
-            restored += count
+        return await self.archiver.restore_all(ns, now=now)
 
     def runner(
         self,
@@ -974,15 +798,6 @@ class AsyncTieredMemory:
         if on_report is not None and not callable(on_report):
             raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
-
-
-def _usage(summarizer: Summarizer) -> tuple[int, int]:
-    """Token usage a summariser reports, if it keeps any (the Claude one does)."""
-    usage = getattr(summarizer, "usage", None)
-    return (
-        int(getattr(usage, "input_tokens", 0) or 0),
-        int(getattr(usage, "output_tokens", 0) or 0),
-    )
 
 
 # -- the sync facade -------------------------------------------------------------------

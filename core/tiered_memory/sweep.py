@@ -59,7 +59,11 @@ class Sweep:
     async def run(
         self, now: datetime, *, dry_run: bool = False, namespace: str | None = None
     ) -> MaintenanceReport:
+        """Every step for every namespace (or one), then a checkpoint of what moved; the
+        report counts the moves, the errors of steps that failed (the others still ran)
+        and the summariser tokens the run cost."""
         started = time.perf_counter()
+        before = _usage(self.summarizer)
         report = MaintenanceReport(now=now, dry_run=dry_run)
         namespaces = (
             [namespace]
@@ -92,7 +96,21 @@ class Sweep:
                     log.exception("maintenance step %s failed in %r", name, ns)
                     report.errors.append(f"{ns}: {name}: {type(e).__name__}: {e}")
         report.duration_seconds = time.perf_counter() - started
+        if not dry_run:
+            await self._checkpoint()
+        after = _usage(self.summarizer)
+        report.summarizer_input_tokens = after[0] - before[0]
+        report.summarizer_output_tokens = after[1] - before[1]
         return report
+
+    async def _checkpoint(self) -> None:
+        """After a sweep, its moves and archivals go from the write-ahead log into the
+        store's main file (`MemoryStore.checkpoint`). Best effort: the sweep has
+        committed, and a failed checkpoint only leaves them in the log a while longer."""
+        try:
+            await self.store.checkpoint()
+        except Exception as e:
+            log.warning("checkpoint after the sweep failed (retried by the next): %s", e)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -313,3 +331,12 @@ class Sweep:
             )
         except Exception as e:
             log.warning("consolidation links skipped in %r: %s", ns, e)
+
+
+def _usage(summarizer: Summarizer) -> tuple[int, int]:
+    """Token usage a summariser reports, if it keeps any (the Claude one does)."""
+    usage = getattr(summarizer, "usage", None)
+    return (
+        int(getattr(usage, "input_tokens", 0) or 0),
+        int(getattr(usage, "output_tokens", 0) or 0),
+    )
