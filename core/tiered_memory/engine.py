@@ -1,8 +1,10 @@
 """`AsyncTieredMemory` (the engine) and `TieredMemory` (its sync facade).
 
-The engine validates input, calls the ports and applies the policy; it holds no
-backend details. Retrieval phases live in `retrieval`, scores in `scoring`/`decay`,
-budget packing in `budget`.
+The engine checks a call's input and runs it: it holds no backend details and no rule
+of its own. Tier transitions live in `lifecycle` (run by `sweep`), scores in
+`scoring`/`decay`, the search in `plans` and `retrieval`, budgets in `budget`,
+associations in `associations`, duplicates in `dedup`, the write path in `intake` and
+`writes`, archival in `archival`/`archive`.
 """
 
 from __future__ import annotations
