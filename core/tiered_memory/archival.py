@@ -2,8 +2,9 @@
 run, who may write it, and what happens when some fail. The steps of one memory live in
 `tiered_memory.archive`; this module is the policy around them, in one place.
 
-- **Candidates**, each with its reason: COLD for `cold_to_archive` (`cold_ttl_expired`),
-  or old, unimportant and barely used lately (`low_salience_aged_out`); least important
+- **Candidates**, each with its reason (the rule is `lifecycle.archive_queries` and
+  `lifecycle.low_salience`): COLD for `cold_to_archive` (`cold_ttl_expired`), or old,
+  unimportant and barely used lately (`low_salience_aged_out`); least important
   and oldest first. Quarantined memories are left out; memories that failed before go
   after the others, so one that always fails never stands in front of the rest.
 - **The per-run cap**: a sweep attempts at most `ArchivalPolicy.batch_size` memories,
@@ -50,6 +51,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from . import lifecycle
 from .archive import Archiver, Draft
 from .errors import BackendUnavailableError
 from .models import (
@@ -58,18 +60,15 @@ from .models import (
     MaintenanceReport,
     Memory,
     QuarantinedMemory,
-    Tier,
 )
 from .policy import Policy
 from .ports import ArchivalFailure, ArchivalState, MemoryStore, ScanQuery
 
 log = logging.getLogger(__name__)
 
-COLD = frozenset({Tier.COLD})
 # Memories claimed, and records committed, per group (one journal write and one synced
 # commit each, instead of one per memory).
 COMMIT_GROUP = 64
-SCAN_PAGE = 10_000
 MIN_COUNTED = 20  # the pause rule's floor: 2 failures among the first 20 pause a run
 # Failures that are the backend's, not the memory's: they never count toward quarantine.
 OUTAGES: tuple[type[BaseException], ...] = (BackendUnavailableError, OSError, TimeoutError)
@@ -165,25 +164,14 @@ class ArchivalPipeline:
         """Every memory due at `now`, in the order a run tries them: never failed
         before, then least important, then oldest. Quarantined ones are left out."""
         tp = self.policy.tiers
-        base = ScanQuery(tiers=COLD, pinned=False, core=False, limit=SCAN_PAGE)
+        queries = lifecycle.archive_queries(now, tp)
         found: dict[str, Candidate] = {}
-        async for page in self._pages(
-            ns, replace(base, cold_since_before=now - tp.cold_to_archive)
-        ):
-            found.update((m.id, Candidate(m, "cold_ttl_expired")) for m in page)
-        low = replace(
-            base,
-            created_before=now - tp.archive_min_age,
-            importance_at_most=tp.archive_max_importance,
-        )
-        window_start = (now - tp.archive_recent_window).date()
-        async for page in self._pages(ns, low):
+        async for page in self._pages(ns, queries[lifecycle.COLD_TTL_EXPIRED]):
+            found.update((m.id, Candidate(m, lifecycle.COLD_TTL_EXPIRED)) for m in page)
+        async for page in self._pages(ns, queries[lifecycle.LOW_SALIENCE]):
             for m in page:
-                recent_days = [d for d in m.use_days if d >= window_start]
-                # use_days holds distinct days: with more than 2 uses in all, a recent
-                # day may hide several uses, so only no recent use is certainly <= 2.
-                if m.use_count <= tp.archive_max_recent_uses or not recent_days:
-                    found.setdefault(m.id, Candidate(m, "low_salience_aged_out"))
+                if lifecycle.low_salience(m, now, tp):
+                    found.setdefault(m.id, Candidate(m, lifecycle.LOW_SALIENCE))
         states = await self.store.archival_states(ns) if found else {}
         due = [c for c in found.values() if not _quarantined(states.get(c.memory.id))]
         return sorted(
@@ -200,7 +188,11 @@ class ArchivalPipeline:
         pinned and core ones excepted: what an explicit archive "older than" takes,
         whatever their tier."""
         query = ScanQuery(
-            tiers=LIVE_TIERS, last_used_before=before, pinned=False, core=False, limit=SCAN_PAGE
+            tiers=LIVE_TIERS,
+            last_used_before=before,
+            pinned=False,
+            core=False,
+            limit=lifecycle.SCAN_PAGE,
         )
         return [m async for page in self._pages(ns, query) for m in page]
 

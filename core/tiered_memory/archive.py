@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from . import validation
+from . import lifecycle, validation
 from .archives.local import LocalFolderObjectStore
 from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
-from .models import ArchiveEstimate, ArchiveRecord, Link, Memory, Tier
+from .models import ArchiveEstimate, ArchiveRecord, Link, Memory
 from .policy import Policy
 from .ports import (
     AssociationGraph,
@@ -417,13 +417,13 @@ class Archiver:
         if record is None:
             raise NotFoundError(f"no archived memory {memory_id!r} in namespace {ns!r}")
         document = decode_document(await self.verified_original(ns, record), expected_id=memory_id)
-        tp = self.policy.tiers
-        recent = [t for t in record.expansions if now - t < tp.restore_window] + [now]
-        record.expansions = recent
+        record.expansions, due = lifecycle.expansions_to_keep(
+            record.expansions, now, self.policy.tiers
+        )
         record.use_count += 1
         await self.store.update_archive(ns, record)
         restored = False
-        if len(recent) >= tp.restore_expansions:
+        if due:
             restored = await self.restore(ns, [memory_id], now=now) == 1
         return document, restored
 
@@ -490,14 +490,7 @@ class Archiver:
             for memory_id, record in records.items():
                 data = await self.verified_original(ns, record)
                 document = decode_document(data, expected_id=memory_id)
-                memory = memory_from_document(document)
-                memory.namespace = ns
-                memory.tier = Tier.WARM
-                memory.cold_since = None
-                memory.uses_since_cold = 0
-                memory.tier_changed_at = now
-                memory.last_accessed_at = now  # a restore is a use: it starts decaying afresh
-                memory.updated_at = now
+                memory = lifecycle.restored(memory_from_document(document), ns, now)
                 await self.store.unarchive_many(ns, [memory])
                 # Records archived before the links moved to the original carry them.
                 pending.extend(document_links(document) or record.links)
@@ -509,6 +502,18 @@ class Archiver:
         finally:
             await self._relink(ns, pending)
         return restored
+
+    async def restore_all(self, ns: str, *, now: datetime) -> int:
+        """`restore` every archived memory of `ns`, a page (`batch_size`) at a time."""
+        restored = 0
+        while True:  # restored records leave the archive, so always read the first page
+            page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)
+            if not page:
+                return restored
+            count = await self.restore(ns, [r.id for r in page], now=now)
+            if count == 0:
+                return restored
+            restored += count
 
     async def _relink(self, ns: str, links: list[Link]) -> None:
         """Re-create the links of restored memories whose both ends are live."""

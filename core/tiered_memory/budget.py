@@ -10,15 +10,23 @@ Why best-first and not "fill each tier's share in turn": when shares filled in t
 order, a weak HOT line took room that a stronger COLD line needed, and a larger budget
 could inject a worse context. Best-first packing is monotone in the budget: raising
 the budget never drops a line except for a better-ranked one (property-tested).
+
+`pack` returns the finished `Injection`: the lines `choose` picked, trimmed until the
+joined text fits (lines can tokenise differently once joined), with the tokens of each
+tier. What to search for it is a budget rule too: enough candidates to fill the budget
+(`candidates_wanted`), and pinned memories always among them (`pinned_scan`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .models import Hit, Tier
-from .policy import BudgetShares
+from .models import Hit, Injection, Memory, Tier
+from .policy import BudgetShares, RetrievalPolicy
+from .ports import ScanQuery
+from .retrieval import ACTIVE, SearchPlan
 
 SHARE_ORDER = ("pinned", "hot", "warm", "cold")
 
@@ -88,6 +96,33 @@ class _Costs:
         return tokens if 0 < tokens <= room else None
 
 
+def candidates_wanted(budget: int, max_items: int | None, rp: RetrievalPolicy) -> int:
+    """How many hits to ask the search for: `max_items`, or with no item cap enough to
+    fill the budget (`tokens_per_candidate` each, at most `max_candidates`)."""
+    if max_items is not None:
+        return max_items
+    return min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
+
+
+def pinned_scan(plan: SearchPlan, wanted: int) -> ScanQuery | None:
+    """The scan for the pinned memories a recall always considers (pinning says "always
+    consider this"), or None when the caller narrowed the search (tiers, ids, types or
+    metadata): then only what matches is a candidate."""
+    filters = plan.filters
+    if plan.tiers is not None or filters.ids is not None:
+        return None
+    if filters.metadata or filters.memory_types:
+        return None
+    return ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
+
+
+def with_pinned(plan: SearchPlan, pinned: Sequence[Memory]) -> SearchPlan:
+    """`plan` with the pinned memories `pinned_scan` found as forced candidates (the
+    forgotten ones aside)."""
+    ids = frozenset(m.id for m in pinned if not m.do_not_inject)
+    return dataclasses.replace(plan, force_ids=ids)
+
+
 def pack(
     hits: Sequence[Hit],
     *,
@@ -96,8 +131,53 @@ def pack(
     count_tokens: Callable[[str], int],
     max_items: int | None = None,
     min_tokens: Callable[[str], int] | None = None,
+    degraded: bool = False,
+) -> Injection:
+    """The injection for `budget`: the lines `choose` picks from `hits` (sorted best
+    first), as prompt text that never exceeds the budget, and the tokens of each tier.
+
+    The text is counted as joined: if it comes out over the budget, the weakest lines
+    go until it fits. `degraded` is the search's (a backend was skipped)."""
+    chosen = choose(
+        hits,
+        budget=budget,
+        shares=shares,
+        count_tokens=count_tokens,
+        max_items=max_items,
+        min_tokens=min_tokens,
+    ).chosen
+    text = "\n".join(render_line(h) for h in chosen)
+    total = count_tokens(text)
+    while total > budget and chosen:  # joins can tokenise differently; never overshoot
+        worst = min(chosen, key=lambda h: h.score)
+        chosen.remove(worst)
+        text = "\n".join(render_line(h) for h in chosen)
+        total = count_tokens(text)
+    by_tier = dict.fromkeys(Tier, 0)
+    for h in chosen:
+        by_tier[h.tier] += h.tokens
+    return Injection(
+        items=chosen,
+        text=text,
+        tokens=total,
+        by_tier=by_tier,
+        budget_tokens=budget,
+        degraded=degraded,
+        considered=len(hits),
+    )
+
+
+def choose(
+    hits: Sequence[Hit],
+    *,
+    budget: int,
+    shares: BudgetShares,
+    count_tokens: Callable[[str], int],
+    max_items: int | None = None,
+    min_tokens: Callable[[str], int] | None = None,
 ) -> Packing:
-    """Choose hits for the prompt. `hits` must be sorted best first.
+    """Choose hits for the prompt, each line counted alone. `hits` must be sorted best
+    first.
 
     Items are all-or-nothing (a memory is never cut mid-sentence); an item too large
     for what is left is skipped and smaller ones after it may still fit. `max_items`,

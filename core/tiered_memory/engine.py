@@ -1,16 +1,16 @@
 """`AsyncTieredMemory` (the engine) and `TieredMemory` (its sync facade).
 
-The engine validates input, calls the ports and applies the policy; it holds no
-backend details. Retrieval phases live in `retrieval`, scores in `scoring`/`decay`,
-budget packing in `budget`.
+The engine checks a call's input and runs it: it holds no backend details and no rule
+of its own. Tier transitions live in `lifecycle` (run by `sweep`), scores in
+`scoring`/`decay`, the search in `plans` and `retrieval`, budgets in `budget`,
+associations in `associations`, duplicates in `dedup`, the write path in `intake` and
+`writes`, archival in `archival`/`archive`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import dataclasses
-import itertools
 import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -18,29 +18,24 @@ from os import PathLike
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as PydanticError
-
-from . import decay, validation
+from . import lifecycle, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
-from .budget import SHARE_ORDER, pack, render_line, share_of
+from .associations import Associations, explicit_link
+from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of, with_pinned
 from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import checked_embedder
 from .errors import NotFoundError, ValidationError
-from .lifecycle import Sweep
+from .intake import MemoryInput, as_input, prepare
 from .locks import ProcessLock, SweepLock
 from .models import (
-    CONTEXT_PHASE,
     LIVE_TIERS,
     ArchivePreview,
     Explanation,
     Hit,
     Injection,
     Link,
-    LinkKind,
     MaintenanceReport,
     Memory,
     MemoryType,
@@ -51,6 +46,7 @@ from .models import (
     Tier,
 )
 from .namespaces import stored_namespace
+from .plans import search_plan
 from .policy import Policy
 from .ports import (
     AccessRecord,
@@ -62,16 +58,17 @@ from .ports import (
     MetadataFilter,
     ObjectStore,
     ScanQuery,
-    SearchFilter,
     Summarizer,
     TokenCounter,
     Vector,
 )
-from .retrieval import ACTIVE, Retriever, SearchPlan, archived_view
+from .retrieval import Retriever, SearchPlan, archived_view
 from .runner import LoopThread
 from .scheduler import MaintenanceRunner
-from .scoring import resolve_fusion_weights
+from .scoring import formula, score_terms
+from .sweep import Sweep
 from .tokens import TiktokenCounter
+from .writes import Writer
 
 if TYPE_CHECKING:
     from .config import TieredMemorySettings
@@ -79,47 +76,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-_TIER_RANK = {Tier.HOT: 0, Tier.WARM: 1, Tier.COLD: 2, Tier.ARCHIVED: 3}
-
-
-class MemoryInput(BaseModel):
-    """One item for `add_many`; the same fields as `add`'s keyword arguments."""
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
-    content: str = Field(strict=True)
-    memory_type: MemoryType | str = MemoryType.EPISODIC
-    importance: float = 0.4
-    metadata: dict[str, Any] | None = None
-    source: str = Field(default="api", strict=True)
-    pinned: bool = Field(default=False, strict=True)
-    embedding: Any = None
-    id: str | None = Field(default=None, strict=True)
-
-    @classmethod
-    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
-        """Build one from keyword fields; a bad field is a ValidationError naming it."""
-        try:
-            return cls(**fields)
-        except (TypeError, PydanticError) as e:
-            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
-
-
-def _fields_message(error: Exception) -> str:
-    """pydantic's errors as one line: "content: Input should be a valid string"."""
-    if not isinstance(error, PydanticError):
-        return str(error)
-    return "; ".join(
-        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
-    )
-
-
-class _Prepared(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    memory: Memory
-    vector: Any = Field(repr=False)
 
 
 class AsyncTieredMemory:
@@ -160,6 +116,10 @@ class AsyncTieredMemory:
         )
         self.archival = ArchivalPipeline(store, self.archiver, self.policy)
         self.sweep = Sweep(store, graph, self.archival, summarizer, self.embedder, self.policy)
+        self.associations = Associations(
+            store, graph, self.policy.associations, self.retriever.breaker
+        )
+        self.writer = Writer(store, graph, self.archiver, self.associations, self.policy)
         self._sweep_lock: SweepLock = sweep_lock or ProcessLock()
         self._closed = False
         self.dimensions = EmbeddingDimension(store, self.embedder, dimension)
@@ -261,53 +221,6 @@ class AsyncTieredMemory:
         before its first write. Vectors of another size are refused before writing."""
         return await self.dimensions.for_write(self.embedder)
 
-    async def _prepare(self, namespace: str, items: Sequence[MemoryInput]) -> list[_Prepared]:
-        """Validate everything and embed in one batch, before anything is written."""
-        limits = self.policy.limits
-        now = self.clock.now()
-        memories: list[Memory] = []
-        given: dict[int, Vector] = {}
-        seen_ids: set[str] = set()
-        for i, item in enumerate(items):
-            content = validation.check_content(item.content, limits)
-            memory_id = validation.check_id(item.id, limits) if item.id is not None else None
-            if memory_id is not None:
-                if memory_id in seen_ids:
-                    raise ValidationError(f"id {memory_id!r} appears twice in one call")
-                seen_ids.add(memory_id)
-            kwargs: dict[str, Any] = {"id": memory_id} if memory_id else {}
-            memories.append(
-                Memory(
-                    namespace=namespace,
-                    content=content,
-                    memory_type=MemoryType.parse(item.memory_type),
-                    importance=validation.check_importance(item.importance),
-                    metadata=validation.check_metadata(item.metadata, limits),
-                    source=validation.check_label(
-                        item.source, "source", limits.max_source_chars, "max_source_chars"
-                    ),
-                    pinned=bool(item.pinned),
-                    created_at=now,
-                    updated_at=now,
-                    tier_changed_at=now,
-                    **kwargs,
-                )
-            )
-            self.objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
-            if item.embedding is not None:  # finite and flat; its size once known, below
-                given[i] = validation.check_vector(item.embedding, None)
-        to_embed = [i for i in range(len(items)) if i not in given]
-        measured: int | None = None
-        if to_embed:
-            # the embedder's guard checked one finite row per text
-            matrix = await self.embedder.embed_documents([memories[i].content for i in to_embed])
-            for row, i in enumerate(to_embed):
-                given[i] = matrix[row]
-            measured = int(matrix.shape[1])
-        dimension = await self.dimensions.for_write(self.embedder, measured)
-        vectors = [validation.check_size(given[i], dimension) for i in range(len(items))]
-        return [_Prepared(memory=m, vector=v) for m, v in zip(memories, vectors, strict=True)]
-
     # -- writing ----------------------------------------------------------------------
 
     async def add(
@@ -400,174 +313,24 @@ class AsyncTieredMemory:
         a near-duplicate), and the whole batch is written in one transaction.
         """
         ns = self._ns(namespace)
-        inputs = [self._as_input(x) for x in validation.check_items(items)]
+        inputs = [as_input(x) for x in validation.check_items(items)]
         if dedup is not None:
             validation.check_flag(dedup, "dedup")
         validation.check_flag(link, "link")
         validation.check_flag(replace, "replace")  # "no" is truthy: it would replace
         if not inputs:
             return []
-        prepared = await self._prepare(ns, inputs)
-        threshold = self.policy.limits.dedup_similarity
-        do_dedup = threshold is not None and (dedup is None or dedup)
-        ap = self.policy.associations
-        k_near = max(ap.autolink_top_k if link else 0, 1 if do_dedup else 0)
-
-        results: list[Memory | str] = []  # a Memory, or the id of an existing duplicate
-        accepted: list[_Prepared] = []
-        # unit rows of the accepted items, so later items of the batch dedup against them
-        accepted_matrix = np.empty((len(prepared), prepared[0].vector.size), dtype=np.float32)
-        links: list[Link] = []
-        strengthen: list[str] = []
         now = self.clock.now()
-        named = {p.memory.id for p, item in zip(prepared, inputs, strict=True) if item.id}
-        if named and not replace:
-            clash = await self.store.get_many(ns, sorted(named))
-            clash_archived = await self.store.get_archives(ns, sorted(named))
-            taken = sorted(set(clash) | set(clash_archived))
-            if taken:
-                raise ValidationError(
-                    f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
-                    "upsert) to replace them"
-                )
-        replacing = named if replace else set()
-
-        stored_near = await self._stored_near(ns, prepared, k_near) if k_near else []
-        for i, p in enumerate(prepared):
-            near: list[tuple[str, float]] = []
-            if k_near:
-                # stored vectors of memories this call replaces are stale: not neighbours
-                near.extend(pair for pair in stored_near[i] if pair[0] not in replacing)
-                if accepted:
-                    unit = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
-                    sims = accepted_matrix[: len(accepted)] @ unit  # cosines
-                    for j in np.argsort(-sims)[:k_near]:
-                        near.append((accepted[int(j)].memory.id, float(sims[int(j)])))
-                near.sort(key=lambda t: t[1], reverse=True)
-            merge = p.memory.id not in replacing
-            if merge and do_dedup and threshold is not None and near and near[0][1] >= threshold:
-                results.append(near[0][0])
-                strengthen.append(near[0][0])
-                continue
-            accepted_matrix[len(accepted)] = p.vector / (float(np.linalg.norm(p.vector)) or 1.0)
-            accepted.append(p)
-            results.append(p.memory)
-            if link:
-                for other, sim in near[: ap.autolink_top_k]:
-                    if sim >= ap.autolink_min_similarity and other != p.memory.id:
-                        links.append(
-                            Link(
-                                source=p.memory.id,
-                                target=other,
-                                weight=min(1.0, sim),
-                                kind=LinkKind.SIMILAR,
-                                created_at=now,
-                                updated_at=now,
-                            )
-                        )
-
-        replaced: builtins.list[str] = []
-        if accepted:
-            for p in accepted:
-                p.memory.embedding = p.vector.tolist()
-            if replacing:
-                await self._replace(ns, [p.memory for p in accepted])
-                replaced = [p.memory.id for p in accepted if p.memory.id in replacing]
-            else:
-                await self.store.put_many(ns, [p.memory for p in accepted])
-            for p in accepted:
-                p.memory.embedding = None
-        if replaced:
-            await self._graph_optional(
-                "relinking replaced memories", ns, lambda: self._unlink_derived(ns, replaced)
-            )
-        if strengthen:
-            await self.store.record_access(ns, [AccessRecord(i, now) for i in strengthen])
-        if links:
-            await self._graph_optional("auto-linking", ns, lambda: self._link_live(ns, links))
-
-        existing = await self.store.get_many(ns, [r for r in results if isinstance(r, str)])
-        out: list[Memory] = []
-        for r in results:
-            if isinstance(r, Memory):
-                out.append(r)
-            else:
-                out.append(existing[r])
-        return out
-
-    async def _unlink_derived(self, ns: str, ids: Sequence[str]) -> None:
-        """Drop the links of replaced memories that were derived from their old content
-        or use (similarity, co-recall, consolidation); explicit ones stay."""
-        stale = [
-            (link.source, link.target)
-            for link in await self.graph.links_of(ns, ids)
-            if link.kind is not LinkKind.EXPLICIT
-        ]
-        if stale:
-            await self.graph.unlink(ns, stale)
-
-    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
-        """Swap the memories in (one store transaction), then delete the archived
-        originals of the archive records they replaced.
-
-        Unfinished archivals of the live memories being replaced lose their leftover
-        originals first, as `forget` does (the journal names them). The replaced
-        records' originals go after the commit, not before: a crash between the two
-        would otherwise leave the old record without its original. Originals are
-        content-addressed (`<id>@<sha256>`), so deleting the replaced record's never
-        touches one a new archival of the same id wrote; a record that points at it
-        again keeps it. A failure here leaves an orphan original, harmless."""
-        await self._discard_attempts(ns, [m.id for m in memories])
-        replaced = await self.store.replace_many(ns, memories)
-        if not replaced:
-            return
-        again = await self.store.get_archives(ns, [r.id for r in replaced])
-        for record in replaced:
-            if record.id in again and again[record.id].checksum == record.checksum:
-                continue
-            try:
-                await self.archiver.delete_original(ns, record)
-            except Exception as e:
-                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
-
-    async def _stored_near(
-        self, ns: str, prepared: Sequence[_Prepared], k: int
-    ) -> builtins.list[builtins.list[tuple[str, float]]]:
-        """Each item's k nearest stored memories (forgotten and superseded included), as
-        (id, cosine): in one batch where the store can (the embedded one), else one
-        search per item."""
-        filters = SearchFilter(include_forgotten=True, include_superseded=True)
-        batch = getattr(self.store, "vector_search_many", None)
-        if batch is not None:
-            matrix = np.stack([np.asarray(p.vector, dtype=np.float32) for p in prepared])
-            found: builtins.list[builtins.list[tuple[str, float]]] = await batch(
-                ns, matrix, tiers=LIVE_TIERS, k=k, filters=filters
-            )
-            return found
-        return [
-            [
-                (s.memory.id, s.score)
-                for s in await self.store.vector_search(
-                    ns, p.vector, tiers=LIVE_TIERS, k=k, filters=filters
-                )
-            ]
-            for p in prepared
-        ]
-
-    @staticmethod
-    def _as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
-        if isinstance(item, MemoryInput):
-            return item
-        if isinstance(item, str):
-            return MemoryInput(content=item)
-        if isinstance(item, Mapping):
-            if not all(isinstance(key, str) for key in item):
-                raise ValidationError("the keys of a memory item must be field names")
-            return MemoryInput.parse(item)
-        raise ValidationError(
-            f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
-            "fields or a MemoryInput"
+        prepared = await prepare(
+            ns,
+            inputs,
+            limits=self.policy.limits,
+            now=now,
+            embedder=self.embedder,
+            dimensions=self.dimensions,
+            objects=self.objects,
         )
+        return await self.writer.add(ns, prepared, now=now, dedup=dedup, link=link, replace=replace)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -656,58 +419,21 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         validation.check_count(k, "k", self.policy.limits)
         validation.check_query(query, self.policy.limits)
-        plan = self._plan(
-            k,
-            deep,
-            include_archived,
-            tiers,
-            weights,
-            memory_types,
-            metadata,
-            include_forgotten,
+        plan = search_plan(
+            self.policy.fusion,
+            k=k,
+            deep=deep,
+            include_archived=include_archived,
+            tiers=tiers,
+            weights=weights,
+            memory_types=memory_types,
+            metadata=metadata,
+            include_forgotten=include_forgotten,
             ids=ids,
         )
         hits = await self._search(ns, query, plan, query_embedding)
         out = SearchResults(hits[:k], degraded=hits.degraded, reasons=hits.reasons)
         return out
-
-    def _plan(
-        self,
-        k: int,
-        deep: bool,
-        include_archived: bool,
-        tiers: Sequence[Tier | str] | None,
-        weights: Mapping[str, float] | None,
-        memory_types: Sequence[MemoryType | str] | None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None,
-        include_forgotten: bool = False,
-        force_ids: frozenset[str] = frozenset(),
-        ids: Sequence[str] | None = None,
-        fill: int | None = None,
-    ) -> SearchPlan:
-        meta = validation.check_filters(metadata)
-        named = (
-            validation.check_list(memory_types, "memory_types") if memory_types is not None else []
-        )
-        types = frozenset(MemoryType.parse(t) for t in named) if named else None
-        if tiers is not None:
-            tiers = validation.check_list(tiers, "tiers")
-        filters = SearchFilter(
-            include_forgotten=validation.check_flag(include_forgotten, "include_forgotten"),
-            memory_types=types,
-            metadata=meta,
-            ids=frozenset(validation.check_ids(ids)) if ids is not None else None,
-        )
-        return SearchPlan(
-            k=k,
-            deep=validation.check_flag(deep, "deep"),
-            include_archived=validation.check_flag(include_archived, "include_archived"),
-            tiers=frozenset(Tier.parse(t) for t in tiers) if tiers is not None else None,
-            weights=resolve_fusion_weights(self.policy.fusion, validation.check_weights(weights)),
-            filters=filters,
-            force_ids=force_ids,
-            fill=fill,
-        )
 
     async def _search(
         self,
@@ -759,37 +485,28 @@ class AsyncTieredMemory:
         )
         validation.check_flag(record_use, "record_use")
         validation.check_query(query, self.policy.limits)
-        # enough candidates to fill the budget: with no item cap the budget binds
-        wanted = (
-            limit
-            if limit is not None
-            else min(rp.max_candidates, -(-budget // rp.tokens_per_candidate))
-        )
-        plan = self._plan(
-            max(rp.candidates, wanted),
-            deep,
-            include_archived,
-            tiers,
-            weights,
-            memory_types,
-            metadata,
+        wanted = candidates_wanted(budget, limit, rp)
+        plan = search_plan(
+            self.policy.fusion,
+            k=max(rp.candidates, wanted),
+            deep=deep,
+            include_archived=include_archived,
+            tiers=tiers,
+            weights=weights,
+            memory_types=memory_types,
+            metadata=metadata,
             ids=ids,
             fill=wanted,
         )
-        filters = plan.filters
-        if tiers is None and ids is None and not filters.metadata and not filters.memory_types:
-            # pinned memories are always candidates, unless the caller narrowed the search
-            pinned = await self.store.scan(
-                ns, ScanQuery(tiers=ACTIVE, pinned=True, limit=max(wanted, 1) * 5)
-            )
-            pinned_ids = frozenset(m.id for m in pinned if not m.do_not_inject)
-            plan = dataclasses.replace(plan, force_ids=pinned_ids)
+        pinned = pinned_scan(plan, wanted)
+        if pinned is not None:
+            plan = with_pinned(plan, await self.store.scan(ns, pinned))
         hits = (
             await self._search(ns, query, plan, query_embedding)
             if budget > 0
             else SearchResults([])
         )
-        packing = pack(
+        injection = pack(
             hits,
             budget=budget,
             max_items=limit,
@@ -797,29 +514,10 @@ class AsyncTieredMemory:
             count_tokens=self.tokens.count,
             # a counter that knows a cheap lower bound (TiktokenCounter) says so
             min_tokens=getattr(self.tokens, "min_count", None),
-        )
-        chosen = packing.chosen
-        text = "\n".join(render_line(h) for h in chosen)
-        total = self.tokens.count(text)
-        while total > budget and chosen:  # joins can tokenise differently; never overshoot
-            worst = min(chosen, key=lambda h: h.score)
-            chosen.remove(worst)
-            text = "\n".join(render_line(h) for h in chosen)
-            total = self.tokens.count(text)
-        by_tier = dict.fromkeys(Tier, 0)
-        for h in chosen:
-            by_tier[h.tier] += h.tokens
-        injection = Injection(
-            items=chosen,
-            text=text,
-            tokens=total,
-            by_tier=by_tier,
-            budget_tokens=budget,
             degraded=hits.degraded,
-            considered=len(hits),
         )
-        if record_use and chosen:
-            await self._record_use(ns, chosen)
+        if record_use and injection.items:
+            await self._record_use(ns, injection.items)
         return injection
 
     async def record_use(self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE) -> int:
@@ -834,62 +532,22 @@ class AsyncTieredMemory:
         return len(found)
 
     async def _record_use(self, ns: str, chosen: Sequence[Hit]) -> None:
-        """Count the use of injected memories; bring back COLD ones reached through an
-        association; strengthen the links between memories injected together (when
-        `co_recall_boost` is above 0: off by default, see policy.py)."""
+        """Count the use of injected memories (`lifecycle.counted_uses`); bring back
+        COLD ones reached through an association (`lifecycle.revived`); strengthen the
+        links between memories injected together (when `co_recall_boost` is above 0:
+        off by default, see policy.py)."""
         now = self.clock.now()
-        live = [h for h in chosen if not h.archived and h.phase != CONTEXT_PHASE]
+        live = lifecycle.counted_uses(chosen)
         if not live:
             return
         await self.store.record_access(ns, [AccessRecord(h.memory.id, now) for h in live])
-        revived = [h.memory.id for h in live if h.tier is Tier.COLD and h.phase == 2]
+        revived = lifecycle.revived(live)
         if revived:
             await self.store.set_tier(ns, revived, Tier.WARM, now)
             for h in live:
                 if h.memory.id in revived:
                     h.memory.tier = h.tier = Tier.WARM
-        boost = self.policy.associations.co_recall_boost
-        pairs = list(itertools.combinations(sorted(h.memory.id for h in live), 2))
-        if pairs and boost > 0:  # at 0, writing zero-weight links would only cost time
-            await self._graph_optional(
-                "co-recall strengthening", ns, lambda: self._strengthen_live(ns, pairs, boost, now)
-            )
-
-    async def _link_live(self, ns: str, links: Sequence[Link]) -> None:
-        await self.graph.upsert_links(ns, links)
-        await self._unlink_gone(ns, [(link.source, link.target) for link in links])
-
-    async def _strengthen_live(
-        self, ns: str, pairs: Sequence[tuple[str, str]], boost: float, now: datetime
-    ) -> None:
-        await self.graph.strengthen(ns, pairs, boost, now)
-        await self._unlink_gone(ns, pairs)
-
-    async def _unlink_gone(self, ns: str, pairs: Sequence[tuple[str, str]]) -> None:
-        """Undo links whose end was archived (or deleted) while they were written, e.g.
-        by a sweep in another process. The archiver drops a memory's links before and
-        after its record replaces it; this check covers a link written after that."""
-        ends = list({end for pair in pairs for end in pair})
-        live = await self.store.get_many(ns, ends)
-        gone = [(a, b) for a, b in pairs if a not in live or b not in live]
-        if gone:
-            await self.graph.unlink(ns, gone)
-
-    async def _graph_optional(
-        self, what: str, ns: str, call: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        """Graph writes that must never fail the caller: memories are stored either way,
-        links are an optimisation. Skipped at once while the graph is known to be down."""
-        breaker = self.retriever.breaker
-        if not breaker.allow():
-            log.info("%s skipped in %r: %s", what, ns, breaker.skipped_reason())
-            return
-        try:
-            await call()
-            breaker.succeeded()
-        except Exception as e:
-            breaker.failed(e)
-            log.warning("%s skipped in %r: %s", what, ns, e)
+        await self.associations.co_recalled(ns, [h.memory.id for h in live], now)
 
     # -- explain ----------------------------------------------------------------------
 
@@ -906,14 +564,11 @@ class AsyncTieredMemory:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
         now = self.clock.now()
         if query:
-            plan = self._plan(
-                self.policy.retrieval.candidates,
-                True,
-                True,
-                None,
-                None,
-                None,
-                None,
+            plan = search_plan(
+                self.policy.fusion,
+                k=self.policy.retrieval.candidates,
+                deep=True,
+                include_archived=True,
                 include_forgotten=True,
                 force_ids=frozenset({id}),
             )
@@ -921,13 +576,7 @@ class AsyncTieredMemory:
             hit = next((h for h in hits if h.memory.id == id), None)
             terms = hit.terms if hit else ScoreTerms()
         else:
-            terms = self._decay_terms(memory, now)
-        sp = self.policy.scoring
-        formula = (
-            f"score = tier_factor({terms.tier_factor:.3f}) * ({sp.relevance} * relevance"
-            f"({terms.relevance:.3f}) + {sp.retention} * retention({terms.retention:.3f}) + "
-            f"{sp.frequency} * frequency({terms.frequency:.3f})) = {terms.score:.4f}"
-        )
+            terms = score_terms(memory, now, self.policy)
         return Explanation(
             id=id,
             namespace=ns,
@@ -939,28 +588,7 @@ class AsyncTieredMemory:
             last_used_at=memory.last_used_at,
             pinned=memory.pinned,
             core=memory.core,
-            formula=formula,
-        )
-
-    def _decay_terms(self, memory: Memory, now: datetime) -> ScoreTerms:
-        dp = self.policy.decay
-        if memory.tier is Tier.ARCHIVED:
-            r, h, ret = 0.0, 0.0, 0.0
-        else:
-            r, h = decay.memory_recency(memory, now, dp)
-            ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
-        freq = decay.frequency(memory.use_count, dp.frequency_saturation)
-        factor = self.policy.scoring.tier_factor.get(memory.tier, 1.0)
-        score = factor * (
-            self.policy.scoring.retention * ret + self.policy.scoring.frequency * freq
-        )
-        return ScoreTerms(
-            retention=ret,
-            recency=r,
-            half_life_days=h,
-            frequency=freq,
-            tier_factor=factor,
-            score=score,
+            formula=formula(terms, self.policy.scoring),
         )
 
     # -- flags and tiers ----------------------------------------------------------------
@@ -984,13 +612,7 @@ class AsyncTieredMemory:
         archived = await self.store.get_archives(ns, [id]) if id not in live else {}
         if not live and not archived:
             raise NotFoundError(f"memory {id!r} not found in namespace {ns!r}")
-        await self.graph.drop_nodes(ns, [id])
-        if live:
-            await self._discard_attempts(ns, [id])
-            await self.store.delete_many(ns, [id])
-        else:
-            await self.store.delete_archives(ns, [id])
-            await self.archiver.delete_original(ns, archived[id])
+        await self.writer.delete(ns, list(live), archived)
 
     async def forget_many(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
@@ -1006,25 +628,7 @@ class AsyncTieredMemory:
                 ns, list(live), MemoryPatch(do_not_inject=True, updated_at=self.clock.now())
             )
         archived = await self.store.get_archives(ns, [i for i in wanted if i not in live])
-        gone = list(live) + list(archived)
-        if gone:
-            await self.graph.drop_nodes(ns, gone)
-        deleted = 0
-        if live:
-            await self._discard_attempts(ns, list(live))
-            deleted = await self.store.delete_many(ns, list(live))
-        if archived:
-            # the record first: an orphan original is harmless, a record without one is not
-            deleted += await self.store.delete_archives(ns, list(archived))
-            for record in archived.values():
-                await self.archiver.delete_original(ns, record)
-        return deleted
-
-    async def _discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
-        """Delete the originals unfinished archivals of live memories wrote (the journal
-        names them) before the memories go: nothing of theirs may outlive them."""
-        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
-            await self.archiver.discard(ns, memory_id, state.written)
+        return await self.writer.delete(ns, list(live), archived)
 
     async def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
         """Delete everything of one namespace: memories, links, archive records and
@@ -1049,9 +653,9 @@ class AsyncTieredMemory:
     async def pin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
         """Never decays, never demoted, always a candidate for its budget share."""
         ns = self._ns(namespace)
-        memory = await self._require(ns, id)
-        if memory.tier is Tier.COLD:  # a pinned memory is always injectable
-            await self.store.set_tier(ns, [id], Tier.WARM, self.clock.now())
+        tier = lifecycle.tier_when_pinned(await self._require(ns, id))
+        if tier is not None:
+            await self.store.set_tier(ns, [id], tier, self.clock.now())
         return await self._patch(ns, id, MemoryPatch(pinned=True, updated_at=self.clock.now()))
 
     async def unpin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
@@ -1064,12 +668,7 @@ class AsyncTieredMemory:
         """Move a memory to a more active tier (HOT only ever by this explicit call)."""
         ns = self._ns(namespace)
         target = Tier.parse(tier)
-        memory = await self._require(ns, id)
-        if target is Tier.ARCHIVED or _TIER_RANK[target] >= _TIER_RANK[memory.tier]:
-            raise ValidationError(
-                f"cannot promote {id!r} from {memory.tier.value} to {target.value}; "
-                "promotion moves to a more active tier (use demote to go down)"
-            )
+        lifecycle.check_promotion(await self._require(ns, id), target)
         await self.store.set_tier(ns, [id], target, self.clock.now())
         return await self._require(ns, id)
 
@@ -1079,24 +678,7 @@ class AsyncTieredMemory:
         """Move a memory to a less active tier. Pinned and core memories are exempt."""
         ns = self._ns(namespace)
         target = Tier.parse(tier)
-        memory = await self._require(ns, id)
-        if memory.pinned or memory.core:
-            flag = "pinned" if memory.pinned else "core"
-            raise ValidationError(
-                f"memory {id!r} is {flag} and exempt from demotion; unpin it first"
-                if memory.pinned
-                else f"memory {id!r} is {flag} and exempt from demotion"
-            )
-        if target is Tier.ARCHIVED:
-            raise ValidationError(
-                "archive memories with maintain() or archive(); "
-                "demote moves between HOT, WARM and COLD"
-            )
-        if _TIER_RANK[target] <= _TIER_RANK[memory.tier]:
-            raise ValidationError(
-                f"cannot demote {id!r} from {memory.tier.value} to {target.value}; "
-                "demotion moves to a less active tier"
-            )
+        lifecycle.check_demotion(await self._require(ns, id), target)
         await self.store.set_tier(ns, [id], target, self.clock.now())
         return await self._require(ns, id)
 
@@ -1112,22 +694,13 @@ class AsyncTieredMemory:
     ) -> Link:
         """Associate two memories of one namespace explicitly (both directions)."""
         ns = self._ns(namespace)
-        if validation.check_id(source, what="source") == validation.check_id(target, what="target"):
-            raise ValidationError("a memory cannot be linked to itself")
-        w = validation.check_importance(weight)
+        source = validation.check_id(source, what="source")
+        target = validation.check_id(target, what="target")
+        new_link = explicit_link(source, target, weight, self.clock.now())
         await self._require(ns, source)
         await self._require(ns, target)
-        now = self.clock.now()
-        link = Link(
-            source=source,
-            target=target,
-            weight=w,
-            kind=LinkKind.EXPLICIT,
-            created_at=now,
-            updated_at=now,
-        )
-        await self.graph.upsert_links(ns, [link])
-        return link
+        await self.graph.upsert_links(ns, [new_link])
+        return new_link
 
     async def links(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> builtins.list[Link]:
         ns = self._ns(namespace)
@@ -1157,25 +730,9 @@ class AsyncTieredMemory:
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
         try:
-            before = _usage(self.summarizer)
-            report = await self.sweep.run(when, dry_run=dry_run, namespace=ns)
-            if not dry_run:
-                await self._checkpoint()
-            after = _usage(self.summarizer)
-            report.summarizer_input_tokens = after[0] - before[0]
-            report.summarizer_output_tokens = after[1] - before[1]
-            return report
+            return await self.sweep.run(when, dry_run=dry_run, namespace=ns)
         finally:
             self._sweep_lock.release()
-
-    async def _checkpoint(self) -> None:
-        """After a sweep, its moves and archivals go from the write-ahead log into the
-        store's main file (`MemoryStore.checkpoint`). Best effort: the sweep has
-        committed, and a failed checkpoint only leaves them in the log a while longer."""
-        try:
-            await self.store.checkpoint()
-        except Exception as e:
-            log.warning("checkpoint after the sweep failed (retried by the next): %s", e)
 
     async def archive(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
@@ -1216,15 +773,7 @@ class AsyncTieredMemory:
         now = self.clock.now()
         if ids is not None:
             return await self.archiver.restore(ns, validation.check_ids(ids), now=now)
-        restored = 0
-        while True:  # restored records leave the archive, so always read the first page
-            page = await self.store.scan_archives(ns, limit=self.policy.archival.batch_size)
-            if not page:
-                return restored
-            count = await self.archiver.restore(ns, [r.id for r in page], now=now)
-            if count == 0:
-                return restored
-            restored += count
+        return await self.archiver.restore_all(ns, now=now)
 
     def runner(
         self,
@@ -1303,15 +852,6 @@ class AsyncTieredMemory:
             if m.pinned or m.core:
                 raise ValidationError(f"memory {m.id!r} is pinned or core; unpin it first")
         return memories
-
-
-def _usage(summarizer: Summarizer) -> tuple[int, int]:
-    """Token usage a summariser reports, if it keeps any (the Claude one does)."""
-    usage = getattr(summarizer, "usage", None)
-    return (
-        int(getattr(usage, "input_tokens", 0) or 0),
-        int(getattr(usage, "output_tokens", 0) or 0),
-    )
 
 
 # -- the sync facade -------------------------------------------------------------------

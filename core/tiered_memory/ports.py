@@ -257,8 +257,9 @@ class MemoryStore(Protocol):
         """Hard delete live memories; returns how many were deleted."""
 
     async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
-        """Move live memories to HOT, WARM or COLD. Entering COLD sets cold_since and
-        resets uses_since_cold; leaving COLD clears cold_since. Idempotent."""
+        """Move live memories to HOT, WARM or COLD, persisting what `lifecycle.moved`
+        writes: entering COLD sets cold_since and resets uses_since_cold; leaving COLD
+        clears cold_since. Idempotent. Returns how many changed tier."""
 
     async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
         """Count uses in one batch (use_count, last_accessed_at, use_days, cold uses)."""

@@ -21,13 +21,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from . import decay
 from .breaker import CircuitBreaker
 from .cues import QueryCues, cue_bonus, is_reply, read_query
-from .models import ArchiveRecord, Hit, Memory, ScoreTerms, SearchResults, Tier
+from .models import ArchiveRecord, Hit, Memory, SearchResults, Tier
 from .policy import FusionWeights, Policy
 from .ports import AssociationGraph, MemoryStore, SearchFilter, Vector
-from .scoring import final_score, fuse, passes_noise_floor
+from .scoring import fuse, passes_noise_floor, score_terms
 from .updates import lift_updates
 
 log = logging.getLogger(__name__)
@@ -505,7 +504,7 @@ class Retriever:
         cues: QueryCues | None = None,
     ) -> list[Hit]:
         """Score every candidate (relevance normalised over this candidate set) and sort."""
-        rp, dp, sp = self.policy.retrieval, self.policy.decay, self.policy.scoring
+        rp = self.policy.retrieval
         best_lexical = max((c.lexical or 0.0 for c in pool.by_id.values()), default=0.0)
         lexical_only = plan.weights.vector == 0  # exact-id lookups: cosine is not asked for
         cands = [
@@ -543,24 +542,18 @@ class Retriever:
                 else 0.0
             )
             relevance[i] += bonus
-            r, h = decay.memory_recency(m, now, dp)
-            ret = decay.retention_from_recency(r, decay.floor_for(m, dp))
-            freq = decay.frequency(m.use_count, dp.frequency_saturation)
-            score, factor = final_score(relevance[i], ret, freq, m.tier, sp)
-            terms = ScoreTerms(
+            terms = score_terms(
+                m,
+                now,
+                self.policy,
+                relevance=relevance[i],
                 cosine=cand.cosine or 0.0,
                 vector=nv[i],
                 lexical=nl[i],
                 graph=ng[i],
                 cues=bonus,
-                relevance=relevance[i],
-                retention=ret,
-                recency=r,
-                half_life_days=h,
-                frequency=freq,
-                tier_factor=factor,
-                score=score,
             )
+            score = terms.score
             # Reached through an association: linked, and not found on its own merits.
             # (Direct searches of small tiers return every row, related or not.)
             via_graph = bool(cand.graph) and not self._is_related(cand, plan.weights)
@@ -570,22 +563,15 @@ class Retriever:
             )
         for j, (record, cosine) in enumerate(archived):
             i = live_n + j
-            freq = decay.frequency(record.use_count, dp.frequency_saturation)
-            score, factor = final_score(relevance[i], 0.0, freq, Tier.ARCHIVED, sp)
-            terms = ScoreTerms(
-                cosine=cosine,
-                vector=nv[i],
-                relevance=relevance[i],
-                retention=0.0,
-                frequency=freq,
-                tier_factor=factor,
-                score=score,
+            view = archived_view(record)
+            terms = score_terms(
+                view, now, self.policy, relevance=relevance[i], cosine=cosine, vector=nv[i]
             )
             hits.append(
                 Hit(
-                    memory=archived_view(record),
+                    memory=view,
                     tier=Tier.ARCHIVED,
-                    score=score,
+                    score=terms.score,
                     terms=terms,
                     phase=4,
                 )

@@ -3,15 +3,20 @@
 Relevance fuses three signals that live on different scales (cosine in [-1, 1], BM25
 unbounded, graph path strength in [0, 1]); min-max normalising each over the
 candidate set puts them on one scale before weighting, as in seed 003.
+
+`score_terms` is the one place a memory's score is computed: the ranking calls it for
+every candidate and `explain` for the memory it explains, so the two never disagree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
+from . import decay
 from .errors import ValidationError
-from .models import Tier
-from .policy import FusionWeights, ScoringWeights
+from .models import Memory, ScoreTerms, Tier
+from .policy import FusionWeights, Policy, ScoringWeights
 
 _WEIGHT_ALIASES = {
     "vector": "vector",
@@ -106,6 +111,56 @@ def final_score(
         + weights.frequency * frequency
     )
     return factor * base, factor
+
+
+def score_terms(
+    memory: Memory,
+    now: datetime,
+    policy: Policy,
+    *,
+    relevance: float = 0.0,
+    cosine: float = 0.0,
+    vector: float = 0.0,
+    lexical: float = 0.0,
+    graph: float = 0.0,
+    cues: float = 0.0,
+) -> ScoreTerms:
+    """Every term of `memory`'s final score at `now`, given its relevance to a query
+    (0 without one) and the signals behind it, which are only carried along.
+
+    An archived memory (its record's view, tier ARCHIVED) has no retention: only its
+    summary is searched, and its use count still counts."""
+    dp = policy.decay
+    if memory.tier is Tier.ARCHIVED:
+        r, h, ret = 0.0, 0.0, 0.0
+    else:
+        r, h = decay.memory_recency(memory, now, dp)
+        ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
+    freq = decay.frequency(memory.use_count, dp.frequency_saturation)
+    score, factor = final_score(relevance, ret, freq, memory.tier, policy.scoring)
+    return ScoreTerms(
+        cosine=cosine,
+        vector=vector,
+        lexical=lexical,
+        graph=graph,
+        cues=cues,
+        relevance=relevance,
+        retention=ret,
+        recency=r,
+        half_life_days=h,
+        frequency=freq,
+        tier_factor=factor,
+        score=score,
+    )
+
+
+def formula(terms: ScoreTerms, weights: ScoringWeights) -> str:
+    """`final_score` written out with its numbers, for `explain`."""
+    return (
+        f"score = tier_factor({terms.tier_factor:.3f}) * ({weights.relevance} * relevance"
+        f"({terms.relevance:.3f}) + {weights.retention} * retention({terms.retention:.3f}) + "
+        f"{weights.frequency} * frequency({terms.frequency:.3f})) = {terms.score:.4f}"
+    )
 
 
 def passes_noise_floor(

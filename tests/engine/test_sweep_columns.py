@@ -28,7 +28,7 @@ from tiered_memory import (
     Tier,
 )
 from tiered_memory import decay as d
-from tiered_memory.lifecycle import _retention
+from tiered_memory.lifecycle import retention as column_retention
 from tiered_memory.models import Memory
 from tiered_memory.policy import ConsolidationPolicy
 from tiered_memory.ports import MemoryFacts
@@ -262,6 +262,6 @@ def memories(draw: st.DrawFn) -> Memory:
 @given(st.lists(memories(), min_size=1, max_size=30))
 def test_column_retention_is_the_scalar_retention(batch: list[Memory]) -> None:
     dp = Policy().decay
-    got = _retention(MemoryFacts.of(batch), NOW, dp)
+    got = column_retention(MemoryFacts.of(batch), NOW, dp)
     want = [d.retention(m, NOW, dp) for m in batch]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

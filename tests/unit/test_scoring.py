@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from tiered_memory import ValidationError
-from tiered_memory.models import Tier
-from tiered_memory.policy import FusionWeights, ScoringWeights
+from tiered_memory import decay as d
+from tiered_memory.models import Memory, MemoryType, Tier
+from tiered_memory.policy import FusionWeights, Policy, ScoringWeights
 from tiered_memory.scoring import (
     final_score,
+    formula,
     fuse,
     min_max,
     passes_noise_floor,
     resolve_fusion_weights,
+    score_terms,
 )
+
+NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 
 def test_min_max_normalises_present_values_and_zeroes_missing() -> None:
@@ -93,3 +100,65 @@ def test_tuned_defaults_let_relevance_decide() -> None:
     fresh_small_talk, _ = final_score(0.6, 1.0, 1.0, Tier.HOT, w)
     assert relevant_but_old > fresh_small_talk
     assert final_score(0.8, 1.0, 0.0, Tier.WARM, w)[0] > final_score(0.8, 0.0, 0.0, Tier.WARM, w)[0]
+
+
+def _memory(tier: Tier, *, pinned: bool = False) -> Memory:
+    created = NOW - timedelta(days=20)
+    return Memory(
+        id="m",
+        namespace="ns",
+        content="Invoices are paid on the 15th",
+        memory_type=MemoryType.FACTUAL,
+        tier=tier,
+        use_count=3,
+        last_accessed_at=NOW - timedelta(days=6),
+        created_at=created,
+        updated_at=created,
+        tier_changed_at=created,
+        pinned=pinned,
+    )
+
+
+@pytest.mark.parametrize("tier", [Tier.HOT, Tier.WARM, Tier.COLD])
+def test_score_terms_of_a_live_memory_are_decay_and_final_score(tier: Tier) -> None:
+    policy = Policy()
+    m = _memory(tier)
+    terms = score_terms(m, NOW, policy, relevance=0.7, cosine=0.4, vector=0.9, cues=0.1)
+    r, h = d.memory_recency(m, NOW, policy.decay)
+    retention = d.retention(m, NOW, policy.decay)
+    frequency = d.frequency(3, policy.decay.frequency_saturation)
+    score, factor = final_score(0.7, retention, frequency, tier, policy.scoring)
+    assert (terms.recency, terms.half_life_days) == (r, h)
+    assert (terms.retention, terms.frequency) == (retention, frequency)
+    assert (terms.score, terms.tier_factor) == (score, factor)
+    # the signals behind the relevance are carried, not used
+    assert (terms.relevance, terms.cosine, terms.vector, terms.cues) == (0.7, 0.4, 0.9, 0.1)
+    assert (terms.lexical, terms.graph) == (0.0, 0.0)
+
+
+def test_score_terms_without_a_query_are_the_decay_terms_alone() -> None:
+    policy = Policy()
+    pinned = score_terms(_memory(Tier.WARM, pinned=True), NOW, policy)
+    assert pinned.relevance == 0.0
+    assert pinned.retention == 1.0  # pinned: never decays
+    w = policy.scoring
+    assert pinned.score == pytest.approx(w.retention * 1.0 + w.frequency * pinned.frequency)
+
+
+def test_an_archived_memory_scores_on_relevance_and_use_only() -> None:
+    policy = Policy()
+    terms = score_terms(_memory(Tier.ARCHIVED), NOW, policy, relevance=0.5)
+    assert (terms.retention, terms.recency, terms.half_life_days) == (0.0, 0.0, 0.0)
+    assert terms.frequency == d.frequency(3, policy.decay.frequency_saturation)
+    assert terms.tier_factor == policy.scoring.tier_factor[Tier.ARCHIVED]
+    assert (terms.score, terms.tier_factor) == final_score(
+        0.5, 0.0, terms.frequency, Tier.ARCHIVED, policy.scoring
+    )
+
+
+def test_formula_writes_the_score_out_with_its_numbers() -> None:
+    policy = Policy()
+    terms = score_terms(_memory(Tier.WARM), NOW, policy, relevance=0.5)
+    text = formula(terms, policy.scoring)
+    assert text.startswith("score = tier_factor(1.000) * (0.95 * relevance(0.500) + 0.05")
+    assert text.endswith(f"= {terms.score:.4f}")

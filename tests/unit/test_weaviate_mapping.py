@@ -63,7 +63,6 @@ from tiered_memory.stores.weaviate_mapping import (
     accesses_by_id,
     apply_access,
     apply_patch,
-    apply_tier,
     archive_from_properties,
     archive_to_properties,
     flatten_metadata,
@@ -543,25 +542,6 @@ def test_apply_access_counts_days_and_cold_uses() -> None:
     assert older.uses_since_cold == 0
     cold = m.model_copy(update={"tier": Tier.COLD})
     assert apply_access(cold, T0).uses_since_cold == 1
-
-
-def test_apply_tier_moves_and_is_idempotent() -> None:
-    m = Memory(id="a", content="x", created_at=T0, updated_at=T0, uses_since_cold=4)
-    cold = apply_tier(m, Tier.COLD, T0 + DAY)
-    assert (cold.tier, cold.cold_since, cold.tier_changed_at, cold.uses_since_cold) == (
-        Tier.COLD,
-        T0 + DAY,
-        T0 + DAY,
-        0,
-    )
-    again = apply_tier(cold, Tier.COLD, T0 + 5 * DAY)
-    assert again == cold  # timestamps kept
-    warm = apply_tier(cold, Tier.WARM, T0 + 2 * DAY)
-    assert (warm.tier, warm.cold_since, warm.tier_changed_at) == (Tier.WARM, None, T0 + 2 * DAY)
-    hot = apply_tier(warm, Tier.HOT, T0 + 3 * DAY)
-    assert (hot.tier, hot.cold_since) == (Tier.HOT, None)
-    with pytest.raises(ValidationError):
-        apply_tier(m, Tier.ARCHIVED, T0)
 
 
 def test_newest_copy_prefers_the_latest_move() -> None:

@@ -61,7 +61,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from tiered_memory import journal
+from tiered_memory import journal, lifecycle
 from tiered_memory.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -148,7 +148,6 @@ from tiered_memory.stores.weaviate_mapping import (
     accesses_by_id,
     apply_access,
     apply_patch,
-    apply_tier,
     archival_from_properties,
     archival_to_properties,
     archive_from_properties,
@@ -1113,7 +1112,7 @@ class WeaviateMemoryStore:
             raise ValidationError(
                 "set_tier moves between HOT, WARM and COLD; archive with archive_many"
             )
-        _, moved = await self._rewrite(namespace, ids, lambda m: apply_tier(m, tier, when))
+        _, moved = await self._rewrite(namespace, ids, lambda m: lifecycle.moved(m, tier, when))
         return moved
 
     async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:

@@ -451,24 +451,6 @@ def apply_access(memory: Memory, when: datetime) -> Memory:
     )
 
 
-def apply_tier(memory: Memory, tier: Tier, when: datetime) -> Memory:
-    """A copy of `memory` moved to `tier`; unchanged (timestamps too) if already there."""
-    if tier is Tier.ARCHIVED:
-        raise ValidationError(
-            "set_tier moves between HOT, WARM and COLD; archive with archive_many"
-        )
-    if memory.tier is tier:
-        return memory.model_copy(deep=True)
-    when = utc(when)
-    changes: dict[str, Any] = {"tier": tier, "tier_changed_at": when}
-    if tier is Tier.COLD:
-        changes["cold_since"] = when
-        changes["uses_since_cold"] = 0
-    elif memory.tier is Tier.COLD:
-        changes["cold_since"] = None
-    return memory.model_copy(update=changes, deep=True)
-
-
 def newest_copy(copies: Sequence[Memory]) -> Memory:
     """Pick one of the copies a crashed tier move left behind: the one moved last."""
     floor = datetime.min.replace(tzinfo=timezone.utc)

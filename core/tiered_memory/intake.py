@@ -1,0 +1,137 @@
+"""What `add` takes in: one item's fields (`MemoryInput`), checked and embedded for a
+whole batch before anything is written (`prepare`), so a bad item or a failing
+embedder leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticError
+
+from . import validation
+from .dimensions import EmbeddingDimension
+from .errors import ValidationError
+from .models import Memory, MemoryType
+from .policy import Limits
+from .ports import Embedder, ObjectStore, Vector
+
+
+class MemoryInput(BaseModel):
+    """One item for `add_many`; the same fields as `add`'s keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    # strict: pydantic would otherwise turn bytes into text (b"x" -> "x")
+    content: str = Field(strict=True)
+    memory_type: MemoryType | str = MemoryType.EPISODIC
+    importance: float = 0.4
+    metadata: dict[str, Any] | None = None
+    source: str = Field(default="api", strict=True)
+    pinned: bool = Field(default=False, strict=True)
+    embedding: Any = None
+    id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
+        """Build one from keyword fields; a bad field is a ValidationError naming it."""
+        try:
+            return cls(**fields)
+        except (TypeError, PydanticError) as e:
+            raise ValidationError(f"bad memory: {_fields_message(e)}") from e
+
+
+def _fields_message(error: Exception) -> str:
+    """pydantic's errors as one line: "content: Input should be a valid string"."""
+    if not isinstance(error, PydanticError):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
+    )
+
+
+def as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
+    """One item of `add_many`: its content, a dict of fields or a MemoryInput."""
+    if isinstance(item, MemoryInput):
+        return item
+    if isinstance(item, str):
+        return MemoryInput(content=item)
+    if isinstance(item, Mapping):
+        if not all(isinstance(key, str) for key in item):
+            raise ValidationError("the keys of a memory item must be field names")
+        return MemoryInput.parse(item)
+    raise ValidationError(
+        f"cannot add a {type(item).__name__}: each item is its content (a str), a dict of "
+        "fields or a MemoryInput"
+    )
+
+
+@dataclass
+class Prepared:
+    """A checked new memory and its embedding (kept apart: memories travel without)."""
+
+    memory: Memory
+    vector: Vector
+    named: bool  # the caller gave its id
+
+
+async def prepare(
+    namespace: str,
+    items: Sequence[MemoryInput],
+    *,
+    limits: Limits,
+    now: datetime,
+    embedder: Embedder,
+    dimensions: EmbeddingDimension,
+    objects: ObjectStore,
+) -> list[Prepared]:
+    """Validate everything and embed in one batch, before anything is written."""
+    memories: list[Memory] = []
+    given: dict[int, Vector] = {}
+    seen_ids: set[str] = set()
+    for i, item in enumerate(items):
+        content = validation.check_content(item.content, limits)
+        memory_id = validation.check_id(item.id, limits) if item.id is not None else None
+        if memory_id is not None:
+            if memory_id in seen_ids:
+                raise ValidationError(f"id {memory_id!r} appears twice in one call")
+            seen_ids.add(memory_id)
+        kwargs: dict[str, Any] = {"id": memory_id} if memory_id else {}
+        memories.append(
+            Memory(
+                namespace=namespace,
+                content=content,
+                memory_type=MemoryType.parse(item.memory_type),
+                importance=validation.check_importance(item.importance),
+                metadata=validation.check_metadata(item.metadata, limits),
+                source=validation.check_label(
+                    item.source, "source", limits.max_source_chars, "max_source_chars"
+                ),
+                pinned=bool(item.pinned),
+                created_at=now,
+                updated_at=now,
+                tier_changed_at=now,
+                **kwargs,
+            )
+        )
+        objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
+        if item.embedding is not None:  # finite and flat; its size once known, below
+            given[i] = validation.check_vector(item.embedding, None)
+    to_embed = [i for i in range(len(items)) if i not in given]
+    measured: int | None = None
+    if to_embed:
+        # the embedder's guard checked one finite row per text
+        matrix = await embedder.embed_documents([memories[i].content for i in to_embed])
+        for row, i in enumerate(to_embed):
+            given[i] = matrix[row]
+        measured = int(matrix.shape[1])
+    dimension = await dimensions.for_write(embedder, measured)
+    vectors = [validation.check_size(given[i], dimension) for i in range(len(items))]
+    return [
+        Prepared(memory=m, vector=v, named=item.id is not None)
+        for m, v, item in zip(memories, vectors, items, strict=True)
+    ]

@@ -1,0 +1,171 @@
+"""Writing and deleting memories across the ports: what else each write touches in the
+store, the graph and object storage, and in which order (the read path is
+`tiered_memory.retrieval`).
+
+- **Adding** a checked batch (`intake.prepare`): near-duplicates strengthen the memory
+  they repeat (`dedup`), the rest are stored in one write and auto-linked
+  (`associations`). An id that exists is refused unless the caller replaces.
+- **Replacing** (`upsert`, `replace=True`): the new memories swap in in one store
+  transaction. Unfinished archivals of the replaced memories lose their leftover
+  originals first; the originals of replaced archive records go after the commit (a
+  crash between would otherwise leave a record without its original). Derived links
+  go; explicit ones stay.
+- **Deleting** (`forget(hard=True)`, `forget_many`): a memory goes with its links and
+  every original it has, an archived one's or the leftovers of unfinished archivals of a
+  live one (the journal names them). The record before its original: an orphan original
+  is harmless, a record without one is not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+
+from .archive import Archiver
+from .associations import Associations, similarity_links
+from .dedup import nearest_stored, screen, threshold
+from .errors import ValidationError
+from .intake import Prepared
+from .models import ArchiveRecord, Memory
+from .policy import Policy
+from .ports import AccessRecord, AssociationGraph, MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+class Writer:
+    """The write path of one memory (`AsyncTieredMemory` checks the input first)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        graph: AssociationGraph,
+        archiver: Archiver,
+        associations: Associations,
+        policy: Policy,
+    ) -> None:
+        self.store, self.graph, self.archiver = store, graph, archiver
+        self.associations, self.policy = associations, policy
+
+    async def add(
+        self,
+        ns: str,
+        prepared: Sequence[Prepared],
+        *,
+        now: datetime,
+        dedup: bool | None,
+        link: bool,
+        replace: bool,
+    ) -> list[Memory]:
+        """Store a checked batch; one memory per item, in order: the new memory, or the
+        existing one a near-duplicate strengthened (its use is counted)."""
+        named = {p.memory.id for p in prepared if p.named}
+        if named and not replace:
+            await self._refuse_taken(ns, named)
+        replacing = named if replace else set()
+
+        ap = self.policy.associations
+        duplicate_at = threshold(self.policy.limits.dedup_similarity, dedup)
+        k = max(ap.autolink_top_k if link else 0, 1 if duplicate_at is not None else 0)
+        vectors = [p.vector for p in prepared]
+        stored = await nearest_stored(self.store, ns, vectors, k) if k else []
+        screened = screen(
+            [p.memory.id for p in prepared],
+            vectors,
+            stored,
+            k=k,
+            threshold=duplicate_at,
+            replacing=replacing,
+        )
+        accepted = [p for p, s in zip(prepared, screened, strict=True) if s.duplicate_of is None]
+        duplicates = [s.duplicate_of for s in screened if s.duplicate_of is not None]
+        links = [
+            new_link
+            for p, s in zip(prepared, screened, strict=True)
+            if link and s.duplicate_of is None
+            for new_link in similarity_links(p.memory.id, s.near, ap, now)
+        ]
+
+        if accepted:
+            await self._write(ns, accepted, replacing)
+        await self.associations.unlink_replaced(
+            ns, [p.memory.id for p in accepted if p.memory.id in replacing]
+        )
+        if duplicates:
+            await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
+        await self.associations.link_new(ns, links)
+        existing = await self.store.get_many(ns, duplicates)
+        return [
+            existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
+            for p, s in zip(prepared, screened, strict=True)
+        ]
+
+    async def delete(
+        self, ns: str, live: Collection[str], archived: Mapping[str, ArchiveRecord]
+    ) -> int:
+        """Delete live memories and archive records for good, with their links and
+        originals; returns how many were deleted."""
+        gone = [*live, *archived]
+        if gone:
+            await self.graph.drop_nodes(ns, gone)
+        deleted = 0
+        if live:
+            await self.discard_attempts(ns, list(live))
+            deleted = await self.store.delete_many(ns, list(live))
+        if archived:
+            # the record first: an orphan original is harmless, a record without one is not
+            deleted += await self.store.delete_archives(ns, list(archived))
+            for record in archived.values():
+                await self.archiver.delete_original(ns, record)
+        return deleted
+
+    async def discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
+        """Delete the originals unfinished archivals of live memories wrote (the journal
+        names them) before the memories go: nothing of theirs may outlive them."""
+        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
+            await self.archiver.discard(ns, memory_id, state.written)
+
+    async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
+        """An id named by a new memory must be free, live or archived."""
+        live = await self.store.get_many(ns, sorted(ids))
+        archived = await self.store.get_archives(ns, sorted(ids))
+        taken = sorted(set(live) | set(archived))
+        if taken:
+            raise ValidationError(
+                f"ids already exist in {ns!r}: {taken[:5]}; pass replace=True (or use "
+                "upsert) to replace them"
+            )
+
+    async def _write(self, ns: str, accepted: Sequence[Prepared], replacing: set[str]) -> None:
+        """Store new memories with their embeddings, in one write (one transaction with
+        the replaced ones when some replace)."""
+        for p in accepted:
+            p.memory.embedding = p.vector.tolist()
+        try:
+            if replacing:
+                await self._replace(ns, [p.memory for p in accepted])
+            else:
+                await self.store.put_many(ns, [p.memory for p in accepted])
+        finally:
+            for p in accepted:
+                p.memory.embedding = None
+
+    async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
+        """Swap the memories in (one store transaction), then delete the archived
+        originals of the archive records they replaced. Originals are content-addressed
+        (`<id>@<sha256>`), so deleting the replaced record's never touches one a new
+        archival of the same id wrote; a record that points at it again keeps it. A
+        failure here leaves an orphan original, harmless."""
+        await self.discard_attempts(ns, [m.id for m in memories])
+        replaced = await self.store.replace_many(ns, memories)
+        if not replaced:
+            return
+        again = await self.store.get_archives(ns, [r.id for r in replaced])
+        for record in replaced:
+            if record.id in again and again[record.id].checksum == record.checksum:
+                continue
+            try:
+                await self.archiver.delete_original(ns, record)
+            except Exception as e:
+                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
