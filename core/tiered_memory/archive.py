@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .archives.local import LocalFolderObjectStore
+from .backends.local.objects import LocalFolderObjectStore
 from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
 from .models import ArchiveEstimate, ArchiveRecord, Link, Memory, Tier
 from .policy import Policy

@@ -34,6 +34,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise missing_extra(e.name or "typer", "cli") from e
 
+from .backends.sqlite.database import integrity_problems
 from .budget import SHARE_ORDER, share_caps, share_of
 from .config import TieredMemorySettings, build_memory, load_settings, parse_duration
 from .engine import AsyncTieredMemory
@@ -50,7 +51,6 @@ from .models import (
     Tier,
 )
 from .ports import ScanQuery
-from .stores.sqlite_schema import integrity_problems
 from .terminal import json_printable, printable
 
 T = TypeVar("T")

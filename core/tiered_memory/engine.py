@@ -182,9 +182,9 @@ class AsyncTieredMemory:
         `dimension=` for one that does not declare it, else measured before the first
         write). A file holding vectors of another size is a ConfigurationError here.
         """
-        from .archives.local import LocalFolderObjectStore
-        from .graphs.sqlite import SQLiteAssociationGraph
-        from .stores.sqlite import SQLiteMemoryStore
+        from .backends.local.objects import LocalFolderObjectStore
+        from .backends.sqlite.graph import SQLiteAssociationGraph
+        from .backends.sqlite.store import SQLiteMemoryStore
         from .summarizers.extractive import ExtractiveSummarizer
 
         db_path = Path(path)

@@ -16,14 +16,18 @@ from urllib.request import url2pathname
 import numpy as np
 import pytest
 
-from tiered_memory.archives.local import (
+from tiered_memory.backends.local.objects import (
     MAX_NAME,
     LocalFolderObjectStore,
     decode_name,
     encode_name,
 )
+from tiered_memory.backends.sqlite.archives import fidelity_of
+from tiered_memory.backends.sqlite.database import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.sql import metadata_sql
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.lexicon import MAX_QUERY_TERMS, query_terms
 from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
 from tiered_memory.ports import (
@@ -33,10 +37,6 @@ from tiered_memory.ports import (
     ScanQuery,
     SearchFilter,
 )
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_archives import fidelity_of
-from tiered_memory.stores.sqlite_query import metadata_sql
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .graph_contract import AssociationGraphContract
 from .object_store_contract import HOSTILE_KEYS, ObjectStoreContract

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+from tiered_memory.backends.sqlite import sweep as sqlite_sweep
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import ScanQuery
-from tiered_memory.stores import sqlite_sweep
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_sweep import scan_index, tier_literal
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiered_memory.backends.sqlite import sweep as sqlite_sweep
+from tiered_memory.backends.sqlite.database import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import Memory, Tier
 from tiered_memory.ports import ScanQuery
-from tiered_memory.stores import sqlite_sweep
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "vectors"

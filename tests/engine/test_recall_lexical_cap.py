@@ -4,7 +4,7 @@ of common words only still gets the memories closest in meaning."""
 from __future__ import annotations
 
 from tiered_memory import AsyncTieredMemory
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 
 
 async def _fill(amem: AsyncTieredMemory) -> None:

@@ -27,25 +27,7 @@ from weaviate.exceptions import (
     WeaviateTimeoutError,
 )
 
-from tiered_memory.errors import (
-    BackendUnavailableError,
-    ConfigurationError,
-    NamespaceError,
-    ValidationError,
-)
-from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType, Tier
-from tiered_memory.ports import AccessRecord, MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
-from tiered_memory.stores.weaviate import (
-    ARCHIVE_SCHEMA,
-    LIVE_SCHEMA,
-    REGISTRY_SCHEMA,
-    WeaviateMemoryStore,
-    WeaviateRequestError,
-    is_missing_tenant,
-    meta_schema,
-    translate_error,
-)
-from tiered_memory.stores.weaviate_filters import (
+from tiered_memory.backends.weaviate.filters import (
     NoMatches,
     after_condition,
     archive_where,
@@ -57,7 +39,7 @@ from tiered_memory.stores.weaviate_filters import (
     search_where,
     tier_condition,
 )
-from tiered_memory.stores.weaviate_mapping import (
+from tiered_memory.backends.weaviate.mapping import (
     HASHED_TENANT_PREFIX,
     META_KINDS,
     accesses_by_id,
@@ -79,6 +61,24 @@ from tiered_memory.stores.weaviate_mapping import (
     object_uuid,
     tenant_name,
 )
+from tiered_memory.backends.weaviate.store import (
+    ARCHIVE_SCHEMA,
+    LIVE_SCHEMA,
+    REGISTRY_SCHEMA,
+    WeaviateMemoryStore,
+    WeaviateRequestError,
+    is_missing_tenant,
+    meta_schema,
+    translate_error,
+)
+from tiered_memory.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    NamespaceError,
+    ValidationError,
+)
+from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType, Tier
+from tiered_memory.ports import AccessRecord, MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.validation import check_namespace
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

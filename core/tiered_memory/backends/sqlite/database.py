@@ -35,27 +35,27 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
-from . import sqlite_lexicon as lexicon
-from .sqlite_archival import CREATE as CREATE_ARCHIVAL
-from .sqlite_archives import add_columns, migrate_v1
-from .sqlite_query import register_functions
+from . import lexicon
+from .archival import CREATE as CREATE_ARCHIVAL
+from .archives import add_columns, migrate_v1
+from .sql import register_functions
 
 # 1: archive records as pydantic JSON with a float32 summary embedding.
-# 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
+# 2: compact archive rows (archives); version-1 files are converted when opened.
 # 3: embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
-# 4: the archival journal (`sqlite_archival`): claims, written originals, quarantine;
+# 4: the archival journal (`archival`): claims, written originals, quarantine;
 #    and the archive records' flags (`do_not_inject`, `superseded`). Both are added to
 #    older files, the journal empty and the flags NULL ("not known yet": the sweep reads
 #    them from the originals); a library older than 4 would not honour the claims.
-# 5: the lexical index per namespace (`sqlite_lexicon`) instead of one FTS5 table whose
+# 5: the lexical index per namespace (`lexicon`) instead of one FTS5 table whose
 #    BM25 statistics spanned every namespace; built from the memories when opened.
 SCHEMA_VERSION = 5
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
-# One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
+# One compact row per archived memory (layout and encodings: `archives`). WITHOUT
 # ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
 # The memory's flags (`do_not_inject`, `superseded`) came with version 4: NULL is "not
-# known yet" (`sqlite_archives.add_columns`).
+# known yet" (`archives.add_columns`).
 # `storage_ref` and `archive_reason` have no declared type: an integer is a key of
 # `archives_strings`, text a value kept as it is.
 _ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
@@ -130,7 +130,7 @@ _SCHEMA = [
         DELETE FROM memory_vectors WHERE pk = old.pk;
     END""",
     # The sweep's scans: one tier of one namespace, by id, or bounded by the timestamp
-    # of its rule (`sqlite_sweep.scan_index`). The bounded ones are partial indexes of
+    # of its rule (`sweep.scan_index`). The bounded ones are partial indexes of
     # the one tier their rule reads, not (namespace, tier, timestamp) over every tier:
     # a tier move then updates the entries of the tiers it leaves and enters (two or
     # three) instead of all four indexes, twice each. Moving 98k rows HOT -> WARM took
@@ -155,7 +155,7 @@ _SCHEMA = [
     # The few pinned memories, which recall() scans for on every call.
     """CREATE INDEX IF NOT EXISTS memories_pinned
         ON memories (namespace, tier, id) WHERE pinned = 1""",
-    # The lexical index, per namespace (`sqlite_lexicon`), kept in step by triggers.
+    # The lexical index, per namespace (`lexicon`), kept in step by triggers.
     *lexicon.SCHEMA,
     _ARCHIVES,
     # Strings many archive records share: storage templates and archive reasons.

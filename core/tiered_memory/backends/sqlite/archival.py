@@ -23,10 +23,10 @@ from tiered_memory.ports import ArchivalFailure, ArchivalState
 from tiered_memory.validation import check_id
 from tiered_memory.validation import check_namespace as _namespace
 
-from .sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
+from .sql import IN_JSON, from_us, json_list, to_us_or_none
 
 if TYPE_CHECKING:
-    from .sqlite_schema import SQLiteDatabase
+    from .database import SQLiteDatabase
 
 # Schema 4. WITHOUT ROWID: (namespace, id) is the table itself.
 CREATE = [

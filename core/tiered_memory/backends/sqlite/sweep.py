@@ -34,9 +34,9 @@ from tiered_memory.ports import NO_TIME, Matrix, MemoryFacts, ScanQuery
 from tiered_memory.validation import check_k
 from tiered_memory.validation import check_namespace as _namespace
 
-from .sqlite_query import IN_JSON, json_list, scan_sql, tier_values
-from .sqlite_schema import SQLiteDatabase
-from .sqlite_vectors import VectorCache
+from .database import SQLiteDatabase
+from .sql import IN_JSON, json_list, scan_sql, tier_values
+from .vectors import VectorCache
 
 # A move of more rows than this drops the cached partitions it touches (reloaded by the
 # next search) instead of patching them row by row: at about 10 µs a row, patching 2000
@@ -57,7 +57,7 @@ _FACT_COLUMNS = (
 _TYPES = {t.value: t for t in MemoryType}
 
 # The index a bounded scan of one tier walks: the partial index of that tier's sweep rule
-# (sqlite_schema). Without statistics SQLite prefers the (namespace, tier, id) index,
+# (database). Without statistics SQLite prefers the (namespace, tier, id) index,
 # which yields rows in id order but makes it read every row of the tier from the table to
 # test the bound: a sweep with nothing due read the whole store seven times over. The
 # timestamp index reads only the rows inside the bound; the page is then sorted by id.

@@ -10,7 +10,7 @@ Layout. Five collections share a prefix (default `TieredMemory`):
 - `<prefix>Archival`: the archival journal (claims, originals written, failures), one
   object per memory being archived or that failed to be, no vectors.
 - `<prefix>Registry`: the embedding dimension, the namespaces whose tenant names are
-  hashed (see `weaviate_mapping`) and the one-time migrations done; not multi-tenant.
+  hashed (see `mapping`) and the one-time migrations done; not multi-tenant.
 The first four are multi-tenant: each namespace is a tenant, created on its first
 write, and every data call goes through `collection.with_tenant(...)`, so Weaviate
 itself keeps namespaces apart. Object ids are uuid5 of (namespace, memory id), equal in
@@ -131,7 +131,7 @@ try:
 except ImportError as e:  # pragma: no cover - only without the [weaviate] extra
     raise missing_extra("weaviate-client", "weaviate") from e
 
-from tiered_memory.stores.weaviate_filters import (
+from .filters import (
     NoMatches,
     after_condition,
     all_of,
@@ -143,7 +143,7 @@ from tiered_memory.stores.weaviate_filters import (
     search_where,
     tier_condition,
 )
-from tiered_memory.stores.weaviate_mapping import (
+from .mapping import (
     MetaKind,
     accesses_by_id,
     apply_access,

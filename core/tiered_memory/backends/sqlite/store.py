@@ -5,15 +5,15 @@ Build it with `store = await SQLiteMemoryStore.open("memory.db")`; the associati
 graph lives in the same file: `SQLiteAssociationGraph(store.database)`.
 
 - Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
-  crash or a power loss (details in `sqlite_schema`). `stats` and `scan` read one
+  crash or a power loss (details in `database`). `stats` and `scan` read one
   snapshot; `snapshot()` spans many calls (an export).
 - Namespaces: every statement filters by namespace in its own WHERE clause.
 - Vector search: exact brute-force cosine over per-(namespace, tier) float32 matrices
-  kept in memory (`sqlite_vectors`), updated in place by this store's writes, dropped
+  kept in memory (`vectors`), updated in place by this store's writes, dropped
   on a rollback and when `PRAGMA data_version` shows another connection or process
   wrote to the file. The cheap filters are masks over cached flags; metadata filters
   run in SQL on growing batches of the best-scoring rows.
-- Lexical search: BM25 over a lexical index kept per namespace (`sqlite_lexicon`;
+- Lexical search: BM25 over a lexical index kept per namespace (`lexicon`;
   words by FTS5's unicode61 rules, Snowball English stems: `tiered_memory.lexicon`).
   Every statistic BM25 uses (documents, lengths, document frequencies) is the
   namespace's own, so its results and scores are the same whatever other namespaces
@@ -73,10 +73,11 @@ from tiered_memory.validation import (
     check_namespace as _check_namespace,
 )
 
-from . import sqlite_lexicon as lexicon
-from .sqlite_archival import SQLiteArchivalMixin
-from .sqlite_archives import ARCHIVE_KEY, SQLiteArchiveMixin
-from .sqlite_query import (
+from . import lexicon
+from .archival import SQLiteArchivalMixin
+from .archives import ARCHIVE_KEY, SQLiteArchiveMixin
+from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
+from .sql import (
     EPOCH,
     IN_JSON,
     from_us,
@@ -89,9 +90,8 @@ from .sqlite_query import (
     to_us,
     to_us_or_none,
 )
-from .sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
-from .sqlite_sweep import SQLiteSweepMixin, scan_index, tier_literal
-from .sqlite_vectors import (
+from .sweep import SQLiteSweepMixin, scan_index, tier_literal
+from .vectors import (
     FORGOTTEN,
     PINNED,
     SUPERSEDED,
@@ -671,7 +671,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         blobs: list[bytes] = []
         flags: list[int] = []
         types: list[int] = []
-        if part == ARCHIVE_KEY:  # quantised codes (sqlite_archives)
+        if part == ARCHIVE_KEY:  # quantised codes (archives)
             index = self._archive_index(conn, ns, dim)
             self._cache.put(key, index)
             return index
@@ -1221,7 +1221,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
             ).fetchall()
         return [row[0] for row in rows]
 
-    # -- archive records: SQLiteArchiveMixin (sqlite_archives) ---------------------------
+    # -- archive records: SQLiteArchiveMixin (archives) ---------------------------
 
     # -- housekeeping --------------------------------------------------------------------
 

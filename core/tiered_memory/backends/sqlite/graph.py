@@ -22,10 +22,11 @@ from typing import Any
 
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import Link, LinkKind, Neighbor
-from tiered_memory.stores.sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
-from tiered_memory.stores.sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from tiered_memory.validation import check_id, check_k
 from tiered_memory.validation import check_namespace as _check_namespace
+
+from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
+from .sql import IN_JSON, from_us, json_list, to_us_or_none
 
 DEPTHS = frozenset({1, 2, 3})
 

@@ -53,12 +53,12 @@ from tiered_memory.ports import Matrix, ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_vector
 from tiered_memory.validation import check_namespace as _namespace
 
-from .sqlite_query import IN_JSON, from_us, json_list, to_us, to_us_or_none
-from .sqlite_vectors import TYPE_CODES, Mask, Scores, VectorIndex, flags_of
+from .sql import IN_JSON, from_us, json_list, to_us, to_us_or_none
+from .vectors import TYPE_CODES, Mask, Scores, VectorIndex, flags_of
 
 if TYPE_CHECKING:
-    from .sqlite_schema import SQLiteDatabase
-    from .sqlite_vectors import VectorCache
+    from .database import SQLiteDatabase
+    from .vectors import VectorCache
 
 ARCHIVE_KEY = "archived"  # vector-cache partition of a namespace's archive records
 _NO_FILTER = SearchFilter()
@@ -67,7 +67,7 @@ _NO_FILTER = SearchFilter()
 
 # scale (float32), fidelity (uint8, 1/255 steps: far finer than the estimate's own
 # error), then the trits. The dimension is the store's (meta); the layout is the
-# schema version's (sqlite_schema).
+# schema version's (database).
 _HEADER = struct.Struct("<fB")
 _TRITS = 5  # dimensions per byte: 3**5 = 243 <= 256
 _POWERS = 3 ** np.arange(_TRITS, dtype=np.int64)
@@ -564,7 +564,7 @@ class SQLiteArchiveMixin:
         """One transaction: each record replaces its live memory. A record whose memory is
         not live (already archived, or gone) is skipped, so reruns are no-ops; with
         `claimant`, so is one whose memory `claimant` does not hold a claim on. The
-        journal row leaves with the live row (a trigger, `sqlite_archival`)."""
+        journal row leaves with the live row (a trigger, `archival`)."""
         ns = _namespace(namespace)
         if not records:
             return 0
