@@ -22,9 +22,9 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .backends.local.objects import LocalFolderObjectStore
+from .backends.local import LocalFolderObjectStore
+from .backends.sqlite import SQLiteMemoryStore
 from .backends.sqlite.database import integrity_problems
-from .backends.sqlite.store import SQLiteMemoryStore
 from .errors import ArchiveIntegrityError, ConfigurationError, ValidationError
 from .models import ArchiveRecord
 from .namespaces import PathNamespace

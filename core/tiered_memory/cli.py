@@ -34,7 +34,6 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise missing_extra(e.name or "typer", "cli") from e
 
-from .backends.sqlite.database import integrity_problems
 from .budget import SHARE_ORDER, share_caps, share_of
 from .config import TieredMemorySettings, build_memory, load_settings, parse_duration
 from .engine import AsyncTieredMemory
@@ -1091,6 +1090,7 @@ def verify(
     everything verified, 3 when problems were found (each is listed), 1 when the check
     could not run."""
     from . import backup as backups
+    from .backends.sqlite.database import integrity_problems
 
     common = Common(None, db, config, as_json)
     path = _store_file(common)

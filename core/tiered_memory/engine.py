@@ -64,6 +64,7 @@ from .ports import (
     ScanQuery,
     SearchFilter,
     Summarizer,
+    SupportsBatchVectorSearch,
     TokenCounter,
     Vector,
 )
@@ -182,9 +183,8 @@ class AsyncTieredMemory:
         `dimension=` for one that does not declare it, else measured before the first
         write). A file holding vectors of another size is a ConfigurationError here.
         """
-        from .backends.local.objects import LocalFolderObjectStore
-        from .backends.sqlite.graph import SQLiteAssociationGraph
-        from .backends.sqlite.store import SQLiteMemoryStore
+        from .backends.local import LocalFolderObjectStore
+        from .backends.sqlite import SQLiteAssociationGraph, SQLiteMemoryStore
         from .summarizers.extractive import ExtractiveSummarizer
 
         db_path = Path(path)
@@ -548,13 +548,11 @@ class AsyncTieredMemory:
         (id, cosine): in one batch where the store can (the embedded one), else one
         search per item."""
         filters = SearchFilter(include_forgotten=True, include_superseded=True)
-        batch = getattr(self.store, "vector_search_many", None)
-        if batch is not None:
+        if isinstance(self.store, SupportsBatchVectorSearch):
             matrix = np.stack([np.asarray(p.vector, dtype=np.float32) for p in prepared])
-            found: builtins.list[builtins.list[tuple[str, float]]] = await batch(
+            return await self.store.vector_search_many(
                 ns, matrix, tiers=LIVE_TIERS, k=k, filters=filters
             )
-            return found
         return [
             [
                 (s.memory.id, s.score)

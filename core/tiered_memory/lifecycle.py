@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from functools import partial
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from . import decay
 from .archival import ArchivalPipeline
+from .epoch import day_of, to_micros
 from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
 from .namespaces import stored_namespace
 from .policy import DecayPolicy, Policy
@@ -35,7 +36,6 @@ from .ports import (
     ScanQuery,
     Summarizer,
     SummaryRequest,
-    to_micros,
 )
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ SCAN_PAGE = 10_000
 # ~10 x 98k rows (0.65 s); in pages of 50k, 2 x 98k (a page's facts: a few MB).
 EXPIRY_PAGE = 50_000
 _US_PER_DAY = 86_400e6
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -78,10 +77,6 @@ def _retention(facts: MemoryFacts, now: datetime, dp: DecayPolicy) -> Floats:
     """`decay.retention` of every memory in `facts` at `now`."""
     elapsed = (to_micros(now) - facts.last_used_at) / _US_PER_DAY
     return decay.retention_vector(elapsed, _half_lives(facts, dp), _floors(facts, dp))
-
-
-def _day(micros: int) -> date:
-    return (_EPOCH + timedelta(microseconds=int(micros))).date()
 
 
 class Sweep:
@@ -280,7 +275,7 @@ class Sweep:
             assert page.use_days is not None
             for i, memory_id in enumerate(page.ids):
                 went_cold = page.cold_since[i]
-                since = _day(page.created_at[i] if went_cold == NO_TIME else went_cold)
+                since = day_of(page.created_at[i] if went_cold == NO_TIME else went_cold)
                 days = {d for d in page.use_days[i] if d >= since}
                 if len(days) >= tp.reactivate_distinct_days:
                     ids.append(memory_id)

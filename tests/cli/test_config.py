@@ -195,11 +195,11 @@ def test_parse_duration_rejects(text: str) -> None:
 def test_registry_is_one_table_of_import_paths() -> None:
     kinds = {kind for kind, _ in BACKENDS}
     assert kinds == {"store", "graph", "objects", "summarizer", "embedder"}
-    assert BACKENDS["store", "weaviate"].module == "tiered_memory.backends.weaviate.store"
+    assert BACKENDS["store", "weaviate"].module == "tiered_memory.backends.weaviate"
     assert BACKENDS["graph", "neo4j"].attr == "Neo4jAssociationGraph"
     assert BACKENDS["objects", "s3"].extra == "s3"
     assert BACKENDS["summarizer", "anthropic"].attr == "AnthropicSummarizer"
-    from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+    from tiered_memory.backends.sqlite import SQLiteMemoryStore
 
     assert backend_class("store", "sqlite") is SQLiteMemoryStore
     with pytest.raises(ConfigurationError, match="expected one of"):
@@ -212,7 +212,7 @@ def test_a_missing_backend_module_names_its_extra(monkeypatch: pytest.MonkeyPatc
     real = importlib.import_module
 
     def refuse(name: str, package: str | None = None) -> object:
-        if name == "tiered_memory.backends.neo4j.graph":
+        if name == "tiered_memory.backends.neo4j":
             raise ModuleNotFoundError("No module named 'neo4j'", name="neo4j")
         return real(name, package)
 
@@ -225,7 +225,7 @@ def test_importing_config_imports_no_backend_sdk() -> None:
     code = (
         "import sys, tiered_memory.config, tiered_memory.cli, tiered_memory.transfer\n"
         "heavy = {'weaviate', 'neo4j', 'boto3', 'anthropic', 'sentence_transformers', "
-        "'tiered_memory.backends.sqlite.store'}\n"
+        "'tiered_memory.backends.sqlite'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(
@@ -334,6 +334,7 @@ database = "mem"
         "grpc_host": None,
         "headers": {"X-Extra": "h"},
         "cold_quantizer": "none",
+        "use_days_kept": 64,
     }
     assert graph_args == ("neo4j+s://graph.example", ("memory", "pw"))
     assert graph_kwargs == {"database": "mem"}

@@ -22,9 +22,9 @@ from tiered_memory.backends.local.objects import (
     decode_name,
     encode_name,
 )
-from tiered_memory.backends.sqlite.archives import fidelity_of
-from tiered_memory.backends.sqlite.database import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.codes import fidelity_of
 from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.sql import metadata_sql
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
@@ -638,11 +638,11 @@ class TestVectorCacheLifetime:
         q = np.asarray([1.0, 0.0], dtype=np.float32)
         await store.put_many("ns", [memory("a", [1.0, 0.0])])
         await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
-        cached = store._cache.get(("ns", "hot"))
+        cached = store._vectors.cache.get(("ns", "hot"))
         assert cached is not None
         with pytest.raises(ValidationError):
             await store.put_many("ns", [memory("b", [1.0, 0.0]), memory("a", [0.0, 1.0])])
-        assert store._cache.get(("ns", "hot")) is cached
+        assert store._vectors.cache.get(("ns", "hot")) is cached
 
     async def test_a_rolled_back_write_drops_the_cache(self, store: SQLiteMemoryStore) -> None:
         q = np.asarray([1.0, 0.0], dtype=np.float32)
@@ -656,7 +656,7 @@ class TestVectorCacheLifetime:
 
         with pytest.raises(RuntimeError):
             await fail()
-        assert store._cache.get(("ns", "hot")) is None
+        assert store._vectors.cache.get(("ns", "hot")) is None
         hits = await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
         assert [h.memory.id for h in hits] == ["a"]
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiered_memory.backends.sqlite import lexicon as sqlite_lexicon
-from tiered_memory.backends.sqlite.database import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.lexicon import tokenizer_version
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, Tier

@@ -25,8 +25,8 @@ from tiered_memory.archive import (
     original_document,
     sha256_hex,
 )
-from tiered_memory.backends.sqlite.archives import code_size, decode_code, encode_code
-from tiered_memory.backends.sqlite.database import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.codes import code_size, decode_code, encode_code
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import ArchiveIntegrityError
 from tiered_memory.models import ArchiveRecord, Link

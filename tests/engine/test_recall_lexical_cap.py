@@ -9,7 +9,7 @@ from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 
 async def _fill(amem: AsyncTieredMemory) -> None:
     assert isinstance(amem.store, SQLiteMemoryStore)
-    amem.store._lexical_rows = 20  # a cap the test store exceeds (the default is 1,000)
+    amem.store._lexical.rows = 20  # a cap the test store exceeds (the default is 1,000)
     await amem.add_many(
         [f"the user said hello and talked about the weather, take {i}" for i in range(40)]
         + [

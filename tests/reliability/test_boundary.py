@@ -530,8 +530,7 @@ def test_a_search_checks_its_query_vector_once(
     """A caller's query vector is checked once, by the engine; one the embedder made is
     checked once, by the embedder's guard. The retriever and the stores check neither."""
     from tiered_memory import validation
-    from tiered_memory.backends.sqlite import archives as sqlite_archives
-    from tiered_memory.backends.sqlite import store as sqlite
+    from tiered_memory.backends.sqlite import archive_rows, archives, memories
     from tiered_memory.embeddings import CheckedEmbedder
 
     calls: list[str] = []
@@ -546,7 +545,7 @@ def test_a_search_checks_its_query_vector_once(
         calls.append(f"guard:{method}")
         return guarded(self, value, method, ndim=ndim)
 
-    for module in (validation, sqlite, sqlite_archives):
+    for module in (validation, memories, archives, archive_rows):
         monkeypatch.setattr(module, "check_vector", counted, raising=False)
     monkeypatch.setattr(CheckedEmbedder, "_array", guard)
     probe.mem.archive([probe.sentinel.id])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tiered_memory.backends.weaviate.store import WeaviateMemoryStore, WeaviateWriteError
+from tiered_memory.backends.weaviate import WeaviateMemoryStore, WeaviateWriteError
 from tiered_memory.errors import ConfigurationError, DimensionMismatchError, ValidationError
 from tiered_memory.models import ArchiveRecord, Memory, Tier
 

@@ -11,8 +11,9 @@ import pytest
 
 from tiered_memory.backends.weaviate.mapping import embedding_matrix
 from tiered_memory.backends.weaviate.store import WeaviateMemoryStore
+from tiered_memory.epoch import to_micros
 from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
-from tiered_memory.ports import NO_TIME, MemoryFacts, ScanQuery, to_micros
+from tiered_memory.ports import NO_TIME, MemoryFacts, ScanQuery
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

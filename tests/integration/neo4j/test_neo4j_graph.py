@@ -625,12 +625,16 @@ def test_driver_errors_become_typed_errors(
 
 
 def test_timestamps_before_and_after_the_epoch_are_exact() -> None:
-    from tiered_memory.backends.neo4j.graph import _from_us, _to_us
+    """The graph stores times with the library's one conversion (`tiered_memory.epoch`)."""
+    from tiered_memory.backends.neo4j import graph
+    from tiered_memory.epoch import from_micros_or_none, to_micros_or_none
 
+    assert graph.to_micros_or_none is to_micros_or_none
+    assert graph.from_micros_or_none is from_micros_or_none
     for when in (
         datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
         T0 + timedelta(microseconds=1),
         datetime(2262, 1, 1, tzinfo=timezone.utc),
     ):
-        assert _from_us(_to_us(when)) == when
-    assert _to_us(None) is None
+        assert from_micros_or_none(to_micros_or_none(when)) == when
+    assert to_micros_or_none(None) is None
