@@ -24,6 +24,8 @@ from .memories import MemoryTable, ids_in
 from .sql import IN_JSON, json_list
 from .vector_table import ARCHIVE_KEY, VectorTable
 
+_NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
+
 
 def _records_dimension(records: Sequence[ArchiveRecord]) -> int | None:
     sizes = {len(r.summary_embedding) for r in records if r.summary_embedding is not None}
@@ -96,7 +98,7 @@ class ArchiveTable:
             return self.get(conn, ns, ids)
 
     async def search_archives(
-        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter
+        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter = _NO_FILTER
     ) -> list[ScoredArchive]:
         """The k records whose summary embeddings are closest to `query` among those
         `filters` allow, scored by the calibrated estimate of the cosine to the float

@@ -33,6 +33,8 @@ DEFAULT_LEXICAL_ROWS = 1_000
 
 ScoreKey = tuple[int, tuple[str, ...], int, int]
 
+_NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
+
 
 def _best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
@@ -47,7 +49,13 @@ class LexicalSearch:
         self._last_scores: tuple[ScoreKey, list[tuple[int, float]]] | None = None
 
     async def search(
-        self, namespace: str, text: str, *, tiers: frozenset[Tier], k: int, filters: SearchFilter
+        self,
+        namespace: str,
+        text: str,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = _NO_FILTER,
     ) -> list[ScoredMemory]:
         ns = check_namespace(namespace)
         check_k(k)

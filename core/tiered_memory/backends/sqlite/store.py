@@ -16,8 +16,10 @@ owning one concern of the port:
 - `sweep.SweepReads`: the sweep's filtered pages, as memories, ids or columns;
 - `archival.ArchivalJournal`: the archival journal's rows.
 
-This class wires them and holds what spans several: writes that check or replace both
-live memories and archive records, counts, and housekeeping.
+This class wires them: a call of the port that one part answers alone is that part's
+method; the store itself holds what spans several parts (writes that check or replace
+both live memories and archive records, searches that rank in the cache and read the
+rows, counts) and housekeeping.
 
 - Durability: WAL with `synchronous=FULL`: once a call returns, its write survives a
   crash or a power loss (details in `database`). `stats` and `scan` read one
@@ -27,9 +29,8 @@ live memories and archive records, counts, and housekeeping.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime, timedelta
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -37,18 +38,10 @@ from typing import Any
 import numpy as np
 
 from tiered_memory.errors import ValidationError
-from tiered_memory.lexicon import LexicalStatistics
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, Stats, Tier, TierStats
 from tiered_memory.policy import TierPolicy
 from tiered_memory.ports import (
-    AccessRecord,
-    ArchivalFailure,
-    ArchivalState,
     Matrix,
-    MemoryFacts,
-    MemoryPatch,
-    ScanQuery,
-    ScoredArchive,
     ScoredMemory,
     SearchFilter,
     Vector,
@@ -87,6 +80,31 @@ class SQLiteMemoryStore:
         self._lexical = LexicalSearch(database, rows=lexical_rows)
         self._sweep = SweepReads(database)
         self._journal = ArchivalJournal(database)
+        # The port's calls that one part answers alone.
+        memories, archives, journal = self._memories, self._archives, self._journal
+        self.get_many = memories.get_many
+        self.patch_many = memories.patch_many
+        self.delete_many = memories.delete_many
+        self.set_tier = memories.set_tier
+        self.record_access = memories.record_access
+        self.adjacent = memories.adjacent  # SupportsAdjacent
+        self.lexical_search = self._lexical.search
+        self.lexical_statistics = self._lexical.statistics
+        self.scan = self._sweep.scan
+        self.scan_ids = self._sweep.scan_ids
+        self.scan_facts = self._sweep.scan_facts
+        self.embeddings = self._sweep.embeddings
+        self.archive_many = archives.archive_many
+        self.get_archives = archives.get_archives
+        self.search_archives = archives.search_archives
+        self.update_archive = archives.update_archive
+        self.unarchive_many = archives.unarchive_many
+        self.delete_archives = archives.delete_archives
+        self.scan_archives = archives.scan_archives
+        self.archival_states = journal.archival_states
+        self.claim_archival = journal.claim_archival
+        self.note_archival = journal.note_archival
+        self.release_archival = journal.release_archival
 
     @classmethod
     async def open(
@@ -192,29 +210,6 @@ class SQLiteMemoryStore:
             self._vectors.refresh(conn, ns, ids)
         return [archived[i] for i in sorted(archived)]
 
-    async def get_many(
-        self, namespace: str, ids: Sequence[str], *, with_embeddings: bool = False
-    ) -> dict[str, Memory]:
-        return await self._memories.get_many(namespace, ids, with_embeddings=with_embeddings)
-
-    async def patch_many(self, namespace: str, ids: Sequence[str], patch: MemoryPatch) -> int:
-        return await self._memories.patch_many(namespace, ids, patch)
-
-    async def delete_many(self, namespace: str, ids: Sequence[str]) -> int:
-        return await self._memories.delete_many(namespace, ids)
-
-    async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
-        return await self._memories.set_tier(namespace, ids, tier, when)
-
-    async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
-        await self._memories.record_access(namespace, accesses)
-
-    async def adjacent(
-        self, namespace: str, ids: Sequence[str], *, within: timedelta, per_side: int
-    ) -> dict[str, list[Memory]]:
-        """The memories written just before and after each of `ids` (`SupportsAdjacent`)."""
-        return await self._memories.adjacent(namespace, ids, within=within, per_side=per_side)
-
     # -- search ----------------------------------------------------------------------------
 
     async def vector_search(
@@ -273,36 +268,7 @@ class SQLiteMemoryStore:
         with self._db.read() as conn:
             return self._vectors.cosines(conn, ns, query, ids)
 
-    async def lexical_search(
-        self,
-        namespace: str,
-        text: str,
-        *,
-        tiers: frozenset[Tier],
-        k: int,
-        filters: SearchFilter = _NO_FILTER,
-    ) -> list[ScoredMemory]:
-        return await self._lexical.search(namespace, text, tiers=tiers, k=k, filters=filters)
-
-    async def lexical_statistics(self, namespace: str, text: str) -> LexicalStatistics:
-        """The namespace's BM25 statistics for the terms of `text` (`LexicalSearch`)."""
-        return await self._lexical.statistics(namespace, text)
-
     # -- scans and counts ----------------------------------------------------------------
-
-    async def scan(self, namespace: str, query: ScanQuery) -> list[Memory]:
-        return await self._sweep.scan(namespace, query)
-
-    async def scan_ids(self, namespace: str, query: ScanQuery) -> list[str]:
-        return await self._sweep.scan_ids(namespace, query)
-
-    async def scan_facts(
-        self, namespace: str, query: ScanQuery, *, use_days: bool = False
-    ) -> MemoryFacts:
-        return await self._sweep.scan_facts(namespace, query, use_days=use_days)
-
-    async def embeddings(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], Matrix]:
-        return await self._sweep.embeddings(namespace, ids)
 
     async def list_ids(
         self,
@@ -372,89 +338,6 @@ class SQLiteMemoryStore:
                 "SELECT namespace FROM memories UNION SELECT namespace FROM archives ORDER BY 1"
             ).fetchall()
         return [row[0] for row in rows]
-
-    # -- archive records -----------------------------------------------------------------
-
-    async def archive_many(
-        self, namespace: str, records: Sequence[ArchiveRecord], *, claimant: str | None = None
-    ) -> int:
-        return await self._archives.archive_many(namespace, records, claimant=claimant)
-
-    async def get_archives(self, namespace: str, ids: Sequence[str]) -> dict[str, ArchiveRecord]:
-        return await self._archives.get_archives(namespace, ids)
-
-    async def search_archives(
-        self, namespace: str, query: Vector, *, k: int, filters: SearchFilter = _NO_FILTER
-    ) -> list[ScoredArchive]:
-        return await self._archives.search_archives(namespace, query, k=k, filters=filters)
-
-    async def update_archive(self, namespace: str, record: ArchiveRecord) -> None:
-        await self._archives.update_archive(namespace, record)
-
-    async def unarchive_many(self, namespace: str, memories: Sequence[Memory]) -> int:
-        return await self._archives.unarchive_many(namespace, memories)
-
-    async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
-        return await self._archives.delete_archives(namespace, ids)
-
-    async def scan_archives(
-        self,
-        namespace: str,
-        *,
-        after_id: str | None = None,
-        limit: int = 500,
-        flags_unknown: bool = False,
-    ) -> list[ArchiveRecord]:
-        return await self._archives.scan_archives(
-            namespace, after_id=after_id, limit=limit, flags_unknown=flags_unknown
-        )
-
-    # -- the archival journal ------------------------------------------------------------
-
-    async def archival_states(
-        self, namespace: str, ids: Sequence[str] | None = None
-    ) -> dict[str, ArchivalState]:
-        return await self._journal.archival_states(namespace, ids)
-
-    async def claim_archival(
-        self,
-        namespace: str,
-        ids: Sequence[str],
-        *,
-        claimant: str,
-        until: datetime,
-        now: datetime,
-        replacing: Mapping[str, str] | None = None,
-        release_quarantine: bool = False,
-    ) -> dict[str, ArchivalState]:
-        return await self._journal.claim_archival(
-            namespace,
-            ids,
-            claimant=claimant,
-            until=until,
-            now=now,
-            replacing=replacing,
-            release_quarantine=release_quarantine,
-        )
-
-    async def note_archival(
-        self, namespace: str, claimant: str, written: Mapping[str, str]
-    ) -> set[str]:
-        return await self._journal.note_archival(namespace, claimant, written)
-
-    async def release_archival(
-        self,
-        namespace: str,
-        claimant: str,
-        ids: Sequence[str],
-        *,
-        failures: Mapping[str, ArchivalFailure] | None = None,
-        now: datetime,
-        quarantine_after: int,
-    ) -> list[str]:
-        return await self._journal.release_archival(
-            namespace, claimant, ids, failures=failures, now=now, quarantine_after=quarantine_after
-        )
 
     # -- housekeeping --------------------------------------------------------------------
 
