@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from . import lifecycle, validation
-from .archives.local import LocalFolderObjectStore
 from .errors import ArchiveIntegrityError, NotFoundError, TieredMemoryError
 from .models import ArchiveEstimate, ArchiveRecord, Link, Memory
 from .policy import Policy
@@ -37,6 +36,7 @@ from .ports import (
     ObjectStore,
     Summarizer,
     SummaryRequest,
+    SupportsDeferredSync,
     TokenCounter,
 )
 
@@ -297,11 +297,12 @@ class Archiver:
         """Step 3: write the original under its own key and verify it (HEAD: size and
         sha256). The caller has noted the checksum in the journal first.
 
-        `defer_sync`: on the local folder store, leave the folder fsync that makes the
-        original's rename durable to `commit`, which syncs the folder once for all the
-        originals written since, before any record that points to one is committed."""
+        `defer_sync`: on an object store that can defer it (`SupportsDeferredSync`: the
+        local folder), leave the folder fsync that makes the original's rename durable
+        to `commit`, which syncs the folder once for all the originals written since,
+        before any record that points to one is committed."""
         objects = self.objects
-        if defer_sync and isinstance(objects, LocalFolderObjectStore):
+        if defer_sync and isinstance(objects, SupportsDeferredSync):
             # marked once renamed: a `commit` syncing the folder meanwhile (it unmarks
             # first) either covers this rename or leaves the mark
             await objects.put(ns, draft.key, draft.data, sync_folder=False)
@@ -324,7 +325,7 @@ class Archiver:
         a record is never committed before the original it points to."""
         if not records:
             return set()
-        if ns in self._unsynced and isinstance(self.objects, LocalFolderObjectStore):
+        if ns in self._unsynced and isinstance(self.objects, SupportsDeferredSync):
             self._unsynced.discard(ns)
             try:
                 await self.objects.sync_folder(ns)

@@ -22,13 +22,13 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .archives.local import LocalFolderObjectStore
+from .backends.local import LocalFolderObjectStore
+from .backends.sqlite import SQLiteMemoryStore
+from .backends.sqlite.database import integrity_problems
 from .errors import ArchiveIntegrityError, ConfigurationError, ValidationError
 from .models import ArchiveRecord
 from .namespaces import PathNamespace
 from .ports import MemoryStore
-from .stores.sqlite import SQLiteMemoryStore
-from .stores.sqlite_schema import integrity_problems
 
 if TYPE_CHECKING:
     from .engine import AsyncTieredMemory

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .models import LIVE_TIERS
-from .ports import MemoryStore, SearchFilter, Vector
+from .ports import MemoryStore, SearchFilter, SupportsBatchVectorSearch, Vector
 
 Neighbours = list[tuple[str, float]]
 """(memory id, cosine) pairs, best first."""
@@ -43,13 +43,11 @@ async def nearest_stored(
     """Each vector's k nearest stored memories (forgotten and superseded included): in
     one batch where the store can (the embedded one), else one search per vector."""
     filters = SearchFilter(include_forgotten=True, include_superseded=True)
-    batch = getattr(store, "vector_search_many", None)
-    if batch is not None:
+    if isinstance(store, SupportsBatchVectorSearch):
         matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
-        found: list[Neighbours] = await batch(
+        return await store.vector_search_many(
             namespace, matrix, tiers=LIVE_TIERS, k=k, filters=filters
         )
-        return found
     return [
         [
             (s.memory.id, s.score)

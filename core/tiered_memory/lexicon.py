@@ -5,7 +5,7 @@ and private-use characters make words, and case and the diacritics of Latin lett
 are folded away. Each word is then reduced to its stem by the Snowball English stemmer
 (`snowballstemmer`, the maintained successor of Porter's), so "codes", "coding" and
 "code" meet. The SQLite store runs this inside its own write transactions
-(`stores/sqlite_lexicon`), so the statistics BM25 needs (documents, tokens, document
+(`backends/sqlite/lexicon`), so the statistics BM25 needs (documents, tokens, document
 frequencies) are counted per namespace: a namespace's lexical scores are the same
 whatever other namespaces hold.
 

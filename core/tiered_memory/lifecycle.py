@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
 
-from . import decay
+from . import bookkeeping, decay
+from .epoch import day_of, to_micros
 from .errors import ValidationError
-from .models import CONTEXT_PHASE, Hit, Memory, Tier, utc
+from .models import CONTEXT_PHASE, Hit, Memory, Tier
 from .policy import DecayPolicy, Policy, TierPolicy
-from .ports import NO_TIME, MemoryFacts, ScanQuery, to_micros
+from .ports import NO_TIME, MemoryFacts, ScanQuery
 
 HOT = frozenset({Tier.HOT})
 WARM = frozenset({Tier.WARM})
@@ -48,7 +49,6 @@ SCAN_PAGE = 10_000
 EXPIRY_PAGE = 50_000
 
 _US_PER_DAY = 86_400e6
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -77,31 +77,15 @@ def retention(facts: MemoryFacts, now: datetime, dp: DecayPolicy) -> Floats:
     return decay.retention_vector(elapsed, half_lives(facts, dp), floors(facts, dp))
 
 
-def _day(micros: int) -> date:
-    return (_EPOCH + timedelta(microseconds=int(micros))).date()
-
-
 # -- what a move writes ------------------------------------------------------------------
 
 
 def moved(memory: Memory, tier: Tier, when: datetime) -> Memory:
     """A copy of `memory` moved to `tier` at `when`: entering COLD sets `cold_since` and
     restarts the uses counted since; leaving COLD clears `cold_since`. Unchanged
-    (timestamps too) if already there, so a move done twice is done once."""
-    if tier is Tier.ARCHIVED:
-        raise ValidationError(
-            "set_tier moves between HOT, WARM and COLD; archive with archive_many"
-        )
-    if memory.tier is tier:
-        return memory.model_copy(deep=True)
-    when = utc(when)
-    changes: dict[str, object] = {"tier": tier, "tier_changed_at": when}
-    if tier is Tier.COLD:
-        changes["cold_since"] = when
-        changes["uses_since_cold"] = 0
-    elif memory.tier is Tier.COLD:
-        changes["cold_since"] = None
-    return memory.model_copy(update=changes, deep=True)
+    (timestamps too) if already there, so a move done twice is done once. The fields
+    are `bookkeeping`'s, which every backend's `set_tier` persists."""
+    return bookkeeping.moved(memory, bookkeeping.tier_move(tier, when))
 
 
 def restored(memory: Memory, namespace: str, now: datetime) -> Memory:
@@ -281,7 +265,7 @@ def reactivated(facts: MemoryFacts, tp: TierPolicy) -> list[str]:
     out: list[str] = []
     for i, memory_id in enumerate(facts.ids):
         went_cold = facts.cold_since[i]
-        since = _day(facts.created_at[i] if went_cold == NO_TIME else went_cold)
+        since = day_of(facts.created_at[i] if went_cold == NO_TIME else went_cold)
         days = {d for d in facts.use_days[i] if d >= since}
         if len(days) >= tp.reactivate_distinct_days:
             out.append(memory_id)

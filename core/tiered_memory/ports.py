@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from .epoch import to_micros
 from .models import (
     ArchiveRecord,
     Link,
@@ -32,7 +33,6 @@ from .models import (
     ObjectInfo,
     Stats,
     Tier,
-    utc,
 )
 
 Vector = npt.NDArray[np.float32]
@@ -148,14 +148,6 @@ class MemoryFacts:
             cold_since=micros([m.cold_since for m in memories]),
             use_days=[sorted(set(m.use_days)) for m in memories] if use_days else None,
         )
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def to_micros(when: datetime) -> int:
-    """An aware datetime as integer microseconds since the epoch (exact, ordered)."""
-    return (utc(when) - _EPOCH) // timedelta(microseconds=1)
 
 
 @dataclass
@@ -493,6 +485,63 @@ class ObjectStore(Protocol):
         """A URI for the archive record (e.g. s3://bucket/prefix/ns/id.json)."""
 
     async def close(self) -> None: ...
+
+
+# -- optional capabilities -----------------------------------------------------------------
+# What a backend may offer beyond its port. The core asks in one way only,
+# `isinstance(backend, Supports...)`, and falls back to the port's calls otherwise, so a
+# backend gains a faster path by implementing the method, never by being a known class.
+
+
+@runtime_checkable
+class SupportsCosines(Protocol):
+    """A store that can give the cosine of a query to memories by id (the embedded one
+    holds every vector in memory), so candidates need not be fetched with embeddings."""
+
+    async def cosines(
+        self, namespace: str, query: Vector, ids: Sequence[str]
+    ) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class SupportsAdjacent(Protocol):
+    """A store that can list the memories written just before and after others (the
+    embedded one keeps a (namespace, created_at) index); others skip retrieval's
+    context phase."""
+
+    async def adjacent(
+        self, namespace: str, ids: Sequence[str], *, within: timedelta, per_side: int
+    ) -> dict[str, list[Memory]]: ...
+
+
+@runtime_checkable
+class SupportsBatchVectorSearch(Protocol):
+    """A store that ranks many query vectors in one pass: the (id, cosine) pairs
+    `vector_search` would return for each row of `queries` (add_many's deduplication
+    and auto-linking); others get one `vector_search` per query."""
+
+    async def vector_search_many(
+        self,
+        namespace: str,
+        queries: Matrix,
+        *,
+        tiers: frozenset[Tier],
+        k: int,
+        filters: SearchFilter = SearchFilter(),
+    ) -> list[list[tuple[str, float]]]: ...
+
+
+@runtime_checkable
+class SupportsDeferredSync(Protocol):
+    """An object store whose writes can leave the fsync that makes them durable to one
+    later `sync_folder(namespace)` (the local folder), so the archiver syncs once per
+    batch of originals instead of once per original."""
+
+    async def put(
+        self, namespace: str, key: str, data: bytes, *, sync_folder: bool = True
+    ) -> ObjectInfo: ...
+
+    async def sync_folder(self, namespace: str) -> None: ...
 
 
 @dataclass(frozen=True)

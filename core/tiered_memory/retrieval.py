@@ -14,10 +14,9 @@ Everything here is per namespace; the ports enforce it in their own queries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from datetime import datetime
 
 import numpy as np
 
@@ -25,7 +24,14 @@ from .breaker import CircuitBreaker
 from .cues import QueryCues, cue_bonus, is_reply, read_query
 from .models import ArchiveRecord, Hit, Memory, SearchResults, Tier
 from .policy import FusionWeights, Policy
-from .ports import AssociationGraph, MemoryStore, SearchFilter, Vector
+from .ports import (
+    AssociationGraph,
+    MemoryStore,
+    SearchFilter,
+    SupportsAdjacent,
+    SupportsCosines,
+    Vector,
+)
 from .scoring import fuse, passes_noise_floor, score_terms
 from .updates import lift_updates
 
@@ -33,26 +39,6 @@ log = logging.getLogger(__name__)
 
 ACTIVE = frozenset({Tier.HOT, Tier.WARM})
 COLD_ONLY = frozenset({Tier.COLD})
-
-
-@runtime_checkable
-class SupportsCosines(Protocol):
-    """A store that can give the cosine of a query to memories by id (the embedded one
-    holds every vector in memory), so candidates need not be fetched with embeddings."""
-
-    async def cosines(
-        self, namespace: str, query: Vector, ids: Sequence[str]
-    ) -> dict[str, float]: ...
-
-
-@runtime_checkable
-class SupportsAdjacent(Protocol):
-    """A store that can list the memories written just before and after others (the
-    embedded one keeps a (namespace, created_at) index); others skip phase 5."""
-
-    async def adjacent(
-        self, namespace: str, ids: Sequence[str], *, within: timedelta, per_side: int
-    ) -> dict[str, list[Memory]]: ...
 
 
 @dataclass

@@ -183,6 +183,7 @@ async def _weaviate_store(cls: Any, w: _Wiring) -> Any:
         grpc_host=s.grpc_host,
         headers={k: v.get_secret_value() for k, v in s.headers.items()} or None,
         cold_quantizer=s.cold_quantizer,
+        use_days_kept=w.settings.policy.tiers.use_days_kept,
     )
 
 
@@ -265,26 +266,26 @@ async def _local_embedder(cls: Any, w: _Wiring) -> Any:
 
 BACKENDS: Mapping[tuple[Kind, str], BackendSpec] = {
     ("store", "sqlite"): BackendSpec(
-        "tiered_memory.stores.sqlite", "SQLiteMemoryStore", None, _sqlite_store
+        "tiered_memory.backends.sqlite", "SQLiteMemoryStore", None, _sqlite_store
     ),
     ("store", "weaviate"): BackendSpec(
-        "tiered_memory.stores.weaviate",
+        "tiered_memory.backends.weaviate",
         "WeaviateMemoryStore",
         "weaviate",
         _weaviate_store,
         "weaviate-client",
     ),
     ("graph", "sqlite"): BackendSpec(
-        "tiered_memory.graphs.sqlite", "SQLiteAssociationGraph", None, _sqlite_graph
+        "tiered_memory.backends.sqlite", "SQLiteAssociationGraph", None, _sqlite_graph
     ),
     ("graph", "neo4j"): BackendSpec(
-        "tiered_memory.graphs.neo4j", "Neo4jAssociationGraph", "neo4j", _neo4j_graph, "neo4j"
+        "tiered_memory.backends.neo4j", "Neo4jAssociationGraph", "neo4j", _neo4j_graph, "neo4j"
     ),
     ("objects", "local"): BackendSpec(
-        "tiered_memory.archives.local", "LocalFolderObjectStore", None, _local_objects
+        "tiered_memory.backends.local", "LocalFolderObjectStore", None, _local_objects
     ),
     ("objects", "s3"): BackendSpec(
-        "tiered_memory.archives.s3", "S3ObjectStore", "s3", _s3_objects, "boto3"
+        "tiered_memory.backends.s3", "S3ObjectStore", "s3", _s3_objects, "boto3"
     ),
     ("summarizer", "extractive"): BackendSpec(
         "tiered_memory.summarizers.extractive", "ExtractiveSummarizer", None, _extractive

@@ -189,11 +189,11 @@ def test_parse_duration_rejects(text: str) -> None:
 def test_registry_is_one_table_of_import_paths() -> None:
     kinds = {kind for kind, _ in BACKENDS}
     assert kinds == {"store", "graph", "objects", "summarizer", "embedder"}
-    assert BACKENDS["store", "weaviate"].module == "tiered_memory.stores.weaviate"
+    assert BACKENDS["store", "weaviate"].module == "tiered_memory.backends.weaviate"
     assert BACKENDS["graph", "neo4j"].attr == "Neo4jAssociationGraph"
     assert BACKENDS["objects", "s3"].extra == "s3"
     assert BACKENDS["summarizer", "anthropic"].attr == "AnthropicSummarizer"
-    from tiered_memory.stores.sqlite import SQLiteMemoryStore
+    from tiered_memory.backends.sqlite import SQLiteMemoryStore
 
     assert backend_class("store", "sqlite") is SQLiteMemoryStore
     with pytest.raises(ConfigurationError, match="expected one of"):
@@ -206,7 +206,7 @@ def test_a_missing_backend_module_names_its_extra(monkeypatch: pytest.MonkeyPatc
     real = importlib.import_module
 
     def refuse(name: str, package: str | None = None) -> object:
-        if name == "tiered_memory.graphs.neo4j":
+        if name == "tiered_memory.backends.neo4j":
             raise ModuleNotFoundError("No module named 'neo4j'", name="neo4j")
         return real(name, package)
 
@@ -220,7 +220,7 @@ def test_importing_config_imports_no_backend_sdk() -> None:
         "import sys, tiered_memory.config, tiered_memory.wiring, tiered_memory.cli\n"
         "import tiered_memory.transfer\n"
         "heavy = {'weaviate', 'neo4j', 'boto3', 'anthropic', 'sentence_transformers', "
-        "'tiered_memory.stores.sqlite'}\n"
+        "'tiered_memory.backends.sqlite'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(
@@ -329,6 +329,7 @@ database = "mem"
         "grpc_host": None,
         "headers": {"X-Extra": "h"},
         "cold_quantizer": "none",
+        "use_days_kept": 64,
     }
     assert graph_args == ("neo4j+s://graph.example", ("memory", "pw"))
     assert graph_kwargs == {"database": "mem"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 
 
 @pytest.fixture

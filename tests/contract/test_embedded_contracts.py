@@ -16,14 +16,18 @@ from urllib.request import url2pathname
 import numpy as np
 import pytest
 
-from tiered_memory.archives.local import (
+from tiered_memory.backends.local.objects import (
     MAX_NAME,
     LocalFolderObjectStore,
     decode_name,
     encode_name,
 )
+from tiered_memory.backends.sqlite.codes import fidelity_of
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.sql import metadata_sql
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
 from tiered_memory.lexicon import MAX_QUERY_TERMS, query_terms
 from tiered_memory.models import ACTIVE_TIERS, LIVE_TIERS, ArchiveRecord, Link, Memory, Tier
 from tiered_memory.ports import (
@@ -33,10 +37,6 @@ from tiered_memory.ports import (
     ScanQuery,
     SearchFilter,
 )
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_archives import fidelity_of
-from tiered_memory.stores.sqlite_query import metadata_sql
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .graph_contract import AssociationGraphContract
 from .object_store_contract import HOSTILE_KEYS, ObjectStoreContract
@@ -638,11 +638,11 @@ class TestVectorCacheLifetime:
         q = np.asarray([1.0, 0.0], dtype=np.float32)
         await store.put_many("ns", [memory("a", [1.0, 0.0])])
         await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
-        cached = store._cache.get(("ns", "hot"))
+        cached = store._vectors.cache.get(("ns", "hot"))
         assert cached is not None
         with pytest.raises(ValidationError):
             await store.put_many("ns", [memory("b", [1.0, 0.0]), memory("a", [0.0, 1.0])])
-        assert store._cache.get(("ns", "hot")) is cached
+        assert store._vectors.cache.get(("ns", "hot")) is cached
 
     async def test_a_rolled_back_write_drops_the_cache(self, store: SQLiteMemoryStore) -> None:
         q = np.asarray([1.0, 0.0], dtype=np.float32)
@@ -656,7 +656,7 @@ class TestVectorCacheLifetime:
 
         with pytest.raises(RuntimeError):
             await fail()
-        assert store._cache.get(("ns", "hot")) is None
+        assert store._vectors.cache.get(("ns", "hot")) is None
         hits = await store.vector_search("ns", q, tiers=LIVE_TIERS, k=1)
         assert [h.memory.id for h in hits] == ["a"]
 

@@ -1,4 +1,4 @@
-"""Schema 5: the per-namespace lexical index (`sqlite_lexicon`).
+"""Schema 5: the per-namespace lexical index (`backends.sqlite.lexicon`).
 
 A schema-3 or -4 file (one FTS5 table whose BM25 statistics spanned every namespace)
 is re-indexed when opened; so is a file indexed by another tokenizer version (another
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tiered_memory.backends.sqlite import lexicon as sqlite_lexicon
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.lexicon import tokenizer_version
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, Tier
-from tiered_memory.stores import sqlite_lexicon
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

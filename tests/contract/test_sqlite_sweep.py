@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+from tiered_memory.backends.sqlite import vector_table
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import ScanQuery
-from tiered_memory.stores import sqlite_sweep
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_sweep import scan_index, tier_literal
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"
@@ -45,7 +45,7 @@ async def brute_force(store: SQLiteMemoryStore, query: np.ndarray, tier: Tier, k
 async def test_vector_search_follows_a_bulk_move(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, bulk_rows: int
 ) -> None:
-    monkeypatch.setattr(sqlite_sweep, "BULK_MOVE_ROWS", bulk_rows)
+    monkeypatch.setattr(vector_table, "BULK_MOVE_ROWS", bulk_rows)
     batch = memories(60)
     await store.put_many(NS, batch)
     query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
@@ -63,7 +63,7 @@ async def test_vector_search_follows_a_bulk_move(
 async def test_a_rolled_back_bulk_move_leaves_search_as_it_was(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_sweep, "BULK_MOVE_ROWS", 5)
+    monkeypatch.setattr(vector_table, "BULK_MOVE_ROWS", 5)
     await store.put_many(NS, memories(40))
     query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
     before = await store.vector_search(NS, query, tiers=frozenset({Tier.HOT}), k=10)

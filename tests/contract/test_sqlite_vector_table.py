@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiered_memory.backends.sqlite import vector_table
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import Memory, Tier
 from tiered_memory.ports import ScanQuery
-from tiered_memory.stores import sqlite_sweep
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "vectors"
@@ -137,7 +137,7 @@ async def test_a_memory_and_its_vector_commit_or_roll_back_together(
 
 
 def _cached(store: SQLiteMemoryStore, tier: Tier) -> dict[str, np.ndarray]:
-    index = store._cache.get((NS, tier.value))
+    index = store._vectors.cache.get((NS, tier.value))
     assert index is not None, f"{tier.value} partition was dropped"
     return {i: index._vectors[r].copy() for i, r in index._pos.items()}
 
@@ -154,7 +154,7 @@ async def _expected(store: SQLiteMemoryStore, tier: Tier) -> dict[str, np.ndarra
 async def test_bulk_moves_move_cached_rows_between_partitions(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_sweep, "BULK_MOVE_ROWS", 5)
+    monkeypatch.setattr(vector_table, "BULK_MOVE_ROWS", 5)
     batch = _memories(80, seed=3)
     await store.put_many(NS, batch)
     query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
@@ -180,7 +180,7 @@ async def test_bulk_moves_move_cached_rows_between_partitions(
 async def test_a_bulk_move_from_an_uncached_partition(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, bulk_rows: int
 ) -> None:
-    monkeypatch.setattr(sqlite_sweep, "BULK_MOVE_ROWS", bulk_rows)
+    monkeypatch.setattr(vector_table, "BULK_MOVE_ROWS", bulk_rows)
     batch = _memories(60, seed=5)
     await store.put_many(NS, batch)
     ids = [m.id for m in batch]
@@ -190,7 +190,7 @@ async def test_a_bulk_move_from_an_uncached_partition(
         await store.vector_search(NS, query, tiers=frozenset({tier}), k=3)
     # 20 rows come from the cached COLD partition, 10 from the uncached HOT one
     assert await store.set_tier(NS, ids[30:], Tier.WARM, T0 + timedelta(days=3)) == 30
-    warm = store._cache.get((NS, Tier.WARM.value))
+    warm = store._vectors.cache.get((NS, Tier.WARM.value))
     assert (warm is None) == (bulk_rows < 10)
     assert _cached(store, Tier.COLD) == {}
     for tier in (Tier.HOT, Tier.WARM, Tier.COLD):

@@ -25,11 +25,11 @@ from tiered_memory.archive import (
     original_document,
     sha256_hex,
 )
+from tiered_memory.backends.sqlite.codes import code_size, decode_code, encode_code
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import ArchiveIntegrityError
 from tiered_memory.models import ArchiveRecord, Link
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.sqlite_archives import code_size, decode_code, encode_code
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 NS = "ns"
 T0 = datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=timezone.utc)

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiered_memory import HashingEmbedder, ManualClock, Policy, TieredMemory
+from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.models import MemoryType, Tier
 from tiered_memory.policy import ArchivalPolicy, RetrievalPolicy
 from tiered_memory.ports import MemoryPatch, MetadataFilter
-from tiered_memory.stores.sqlite_schema import SCHEMA_VERSION
 
 from .conftest import START
 

@@ -23,8 +23,8 @@ from tiered_memory import (
     Memory,
     TieredMemory,
 )
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.ports import Matrix, Vector
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 
 def _memory(memory_id: str, embedding: list[float]) -> Memory:

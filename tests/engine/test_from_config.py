@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tiered_memory import ConfigurationError, Tier, TieredMemory
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 
 
 def test_from_config_reads_a_toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

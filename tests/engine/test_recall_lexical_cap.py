@@ -4,12 +4,12 @@ of common words only still gets the memories closest in meaning."""
 from __future__ import annotations
 
 from tiered_memory import AsyncTieredMemory
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 
 
 async def _fill(amem: AsyncTieredMemory) -> None:
     assert isinstance(amem.store, SQLiteMemoryStore)
-    amem.store._lexical_rows = 20  # a cap the test store exceeds (the default is 1,000)
+    amem.store._lexical.rows = 20  # a cap the test store exceeds (the default is 1,000)
     await amem.add_many(
         [f"the user said hello and talked about the weather, take {i}" for i in range(40)]
         + [

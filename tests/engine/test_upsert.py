@@ -140,16 +140,16 @@ async def test_a_replace_that_fails_inside_the_store_keeps_the_old_memory(
     """The old row is removed and the new one inserted in one transaction: a failure
     between the two (here, the insert) rolls the removal back."""
     await amem.add("Sam drinks green tea", namespace=NS, id="drink")
-    store = amem.store
-    insert = store._insert_memories  # type: ignore[attr-defined]
+    table = amem.store._memories  # type: ignore[attr-defined]
+    insert = table.insert
 
     def failing_insert(conn: object, rows: object) -> None:
         raise BackendUnavailableError("disk full")
 
-    monkeypatch.setattr(store, "_insert_memories", failing_insert)
+    monkeypatch.setattr(table, "insert", failing_insert)
     with pytest.raises(BackendUnavailableError):
         await amem.upsert("Sam drinks coffee", id="drink", namespace=NS)
-    monkeypatch.setattr(store, "_insert_memories", insert)
+    monkeypatch.setattr(table, "insert", insert)
     kept = await amem.get("drink", namespace=NS)
     assert kept is not None
     assert kept.content == "Sam drinks green tea"

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, NotFoundError, Policy
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.locks import FileLock
 from tiered_memory.ports import ObjectStore
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 # The calls traced, per port: every step of the pipeline and the sweep's tier moves.
@@ -94,7 +94,7 @@ def object_store(spec: str) -> ObjectStore:
     if kind == "local":
         return LocalFolderObjectStore(rest)
     if kind == "s3":
-        from tiered_memory.archives.s3 import S3ObjectStore
+        from tiered_memory.backends.s3.objects import S3ObjectStore
 
         endpoint, _, bucket = rest.rpartition(":")
         return S3ObjectStore(

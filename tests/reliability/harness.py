@@ -41,10 +41,10 @@ from tiered_memory import (
     MemoryInput,
     Tier,
 )
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.ports import ObjectStore
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .invariants import Snapshot, check_store

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from tiered_memory import ArchiveRecord, AsyncTieredMemory, Memory, Tier
 from tiered_memory.archival import exited
 from tiered_memory.archive import decode_document, key_owner, original_key, sha256_hex
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS
 from tiered_memory.ports import ScanQuery
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 Manifest = Mapping[str, Mapping[str, str]]  # namespace -> id -> content
 PAGE = 1000

@@ -31,11 +31,11 @@ from tiered_memory import (
     TieredMemoryError,
     ValidationError,
 )
-from tiered_memory.archives.s3 import S3ObjectStore
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.backends.s3.objects import S3ObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.policy import Limits
 from tiered_memory.ports import Matrix, Vector
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .conftest import START
@@ -411,7 +411,7 @@ def test_a_full_disk_is_reported_as_full(probe: Probe) -> None:
 def test_a_type_sqlite_cannot_bind_is_not_called_corruption(probe: Probe) -> None:
     import sqlite3
 
-    from tiered_memory.stores.sqlite_schema import translate_error
+    from tiered_memory.backends.sqlite.database import translate_error
 
     error = translate_error(sqlite3.ProgrammingError("Error binding parameter 2"), "x.db")
     assert isinstance(error, TieredMemoryError)
@@ -530,8 +530,8 @@ def test_a_search_checks_its_query_vector_once(
     """A caller's query vector is checked once, by the engine; one the embedder made is
     checked once, by the embedder's guard. The retriever and the stores check neither."""
     from tiered_memory import validation
+    from tiered_memory.backends.sqlite import archive_rows, archives, memories
     from tiered_memory.embeddings import CheckedEmbedder
-    from tiered_memory.stores import sqlite, sqlite_archives
 
     calls: list[str] = []
     real = validation.check_vector
@@ -545,7 +545,7 @@ def test_a_search_checks_its_query_vector_once(
         calls.append(f"guard:{method}")
         return guarded(self, value, method, ndim=ndim)
 
-    for module in (validation, sqlite, sqlite_archives):
+    for module in (validation, memories, archives, archive_rows):
         monkeypatch.setattr(module, "check_vector", counted, raising=False)
     monkeypatch.setattr(CheckedEmbedder, "_array", guard)
     probe.mem.archive([probe.sentinel.id])

@@ -487,15 +487,15 @@ async def test_replaces_racing_failures_and_a_sweep_lose_nothing(tmp_path: Path)
     amem = await AsyncTieredMemory.embedded(
         tmp_path / "replace.db", embedder=FailingEmbedder(), clock=ManualClock(T0)
     )
-    store = amem.store
-    insert = store._insert_memories  # type: ignore[attr-defined]
+    table = amem.store._memories  # type: ignore[attr-defined]
+    insert = table.insert
 
     def failing_insert(conn: Any, rows: Sequence[tuple[Any, ...]]) -> None:
         if any("disk" in str(row[2]) for row in rows):  # row[2] is the content
             raise BackendUnavailableError("the disk is full")
         insert(conn, rows)
 
-    store._insert_memories = failing_insert  # type: ignore[attr-defined]
+    table.insert = failing_insert
     ns = NAMESPACES[1]
     written: dict[str, list[str]] = {}  # key -> every value a replace was asked to write
     final: dict[str, str] = {}  # key -> the value of its last successful replace
@@ -561,7 +561,7 @@ async def test_replaces_racing_failures_and_a_sweep_lose_nothing(tmp_path: Path)
             ),
             timeout=DURATION + 60,
         )
-        store._insert_memories = insert  # type: ignore[attr-defined]
+        table.insert = insert
         snap = await check_store(amem, {ns: final})
     finally:
         await amem.close()

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.s3.conftest import FAST
-from tiered_memory.archives.s3 import S3ObjectStore
+from tiered_memory.backends.s3.objects import S3ObjectStore
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.ports import ObjectStore
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .harness import Backend as CrashBackend
 from .harness import CrashHarness, CrashStats, Seed, build_seed, local_backend

@@ -28,9 +28,9 @@ from tiered_memory import (
     Tier,
     TieredMemory,
 )
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backup import backup, verify
 from tiered_memory.errors import BackendUnavailableError, ValidationError
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .harness import NOW, T0
 from .sweep_child import POLICY

@@ -41,8 +41,8 @@ from tiered_memory import (
     ValidationError,
 )
 from tiered_memory.archive import decode_document, original_key, sha256_hex
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.ports import MetadataFilter
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from . import surface
 from .conftest import START

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiered_memory import HashingEmbedder, ManualClock, Memory, TieredMemory
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 
 from .conftest import START
 

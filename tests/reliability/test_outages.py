@@ -39,12 +39,12 @@ from tiered_memory import (
     TieredMemoryError,
 )
 from tiered_memory.archive import original_key, sha256_hex
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.archives.s3 import S3ObjectStore
-from tiered_memory.graphs.neo4j import Neo4jAssociationGraph
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.neo4j.graph import Neo4jAssociationGraph
+from tiered_memory.backends.s3.objects import S3ObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.ports import ObjectStore, Summary, SummaryRequest
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .conftest import START

@@ -46,9 +46,9 @@ from tiered_memory import (
     Tier,
     TieredMemory,
 )
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.graphs.neo4j import Neo4jAssociationGraph
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.neo4j.graph import Neo4jAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 from tiered_memory.transfer import export_namespace
 

@@ -16,22 +16,10 @@ import pytest
 
 PACKAGE = "tiered_memory"
 
-# Where a backend may live. Issue 18.3 moves stores/, graphs/ and archives/ into
-# backends/; until it lands their old homes count too (and summarizers/, the
-# Anthropic adapter's home).
-BACKEND_PACKAGES = (
-    "tiered_memory.backends",
-    "tiered_memory.stores",
-    "tiered_memory.graphs",
-    "tiered_memory.archives",
-    "tiered_memory.summarizers",
-)
-# Cycles tolerated until issue 18.3 finishes, and only inside the SQLite backend: its
-# database module creates the tables and runs migrations kept in the journal and
-# archive-table modules, which name the database back (under TYPE_CHECKING). Before the
-# move they live in stores/, after it in backends/sqlite/. Remove both once the
-# migrations have their own module.
-LEGACY_CYCLES = ("tiered_memory.stores.", "tiered_memory.backends.sqlite.")
+# Where a backend may live: its package under backends/, and summarizers/ (the
+# Anthropic adapter beside the model-free extractive summariser).
+BACKEND_PACKAGES = ("tiered_memory.backends", "tiered_memory.summarizers")
+LEGACY_CYCLES: tuple[str, ...] = ()
 
 CLIENT_LIBRARIES = frozenset({"sqlite3", "weaviate", "neo4j", "boto3", "botocore", "anthropic"})
 

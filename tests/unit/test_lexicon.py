@@ -110,7 +110,7 @@ def test_query_terms_and_counts() -> None:
 
 
 def test_the_tokenizer_version_names_what_the_terms_depend_on() -> None:
-    """A store indexed under another version is re-indexed at open (sqlite_lexicon)."""
+    """A store indexed under another version is re-indexed at open (backends.sqlite.lexicon)."""
     version = tokenizer_version()
     assert "snowball-english-" in version
     assert "unicode-" in version

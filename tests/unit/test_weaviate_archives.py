@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 from weaviate.collections.filters import _FilterToGRPC
 
-from tiered_memory.models import ArchiveRecord, MemoryType
-from tiered_memory.ports import MetadataFilter, SearchFilter
-from tiered_memory.stores.weaviate import VECTOR, WeaviateMemoryStore
-from tiered_memory.stores.weaviate_filters import (
+from tiered_memory.backends.weaviate.filters import (
     after_condition,
     all_of,
     archive_where,
     flags_unknown_where,
 )
-from tiered_memory.stores.weaviate_mapping import (
+from tiered_memory.backends.weaviate.mapping import (
     MetaKind,
     archive_to_properties,
     meta_property,
 )
+from tiered_memory.backends.weaviate.store import VECTOR, WeaviateMemoryStore
+from tiered_memory.models import ArchiveRecord, MemoryType
+from tiered_memory.ports import MetadataFilter, SearchFilter
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 QUERY = np.asarray([1.0, 0.0, 0.0], dtype=np.float32)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from tiered_memory import journal
+from tiered_memory.backends.weaviate.mapping import archival_from_properties, archival_to_properties
+from tiered_memory.backends.weaviate.store import WeaviateMemoryStore
 from tiered_memory.models import Memory
 from tiered_memory.ports import ArchivalState
-from tiered_memory.stores.weaviate import WeaviateMemoryStore
-from tiered_memory.stores.weaviate_mapping import archival_from_properties, archival_to_properties
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

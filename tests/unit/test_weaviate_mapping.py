@@ -27,25 +27,12 @@ from weaviate.exceptions import (
     WeaviateTimeoutError,
 )
 
-from tiered_memory.errors import (
-    BackendUnavailableError,
-    ConfigurationError,
-    NamespaceError,
-    ValidationError,
-)
-from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType, Tier
-from tiered_memory.ports import AccessRecord, MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
-from tiered_memory.stores.weaviate import (
-    ARCHIVE_SCHEMA,
-    LIVE_SCHEMA,
-    REGISTRY_SCHEMA,
-    WeaviateMemoryStore,
+from tiered_memory.backends.weaviate.errors import (
     WeaviateRequestError,
     is_missing_tenant,
-    meta_schema,
     translate_error,
 )
-from tiered_memory.stores.weaviate_filters import (
+from tiered_memory.backends.weaviate.filters import (
     NoMatches,
     after_condition,
     archive_where,
@@ -57,11 +44,9 @@ from tiered_memory.stores.weaviate_filters import (
     search_where,
     tier_condition,
 )
-from tiered_memory.stores.weaviate_mapping import (
+from tiered_memory.backends.weaviate.mapping import (
     HASHED_TENANT_PREFIX,
     META_KINDS,
-    accesses_by_id,
-    apply_access,
     apply_patch,
     archive_from_properties,
     archive_to_properties,
@@ -78,6 +63,21 @@ from tiered_memory.stores.weaviate_mapping import (
     object_uuid,
     tenant_name,
 )
+from tiered_memory.backends.weaviate.schema import (
+    ARCHIVE_SCHEMA,
+    LIVE_SCHEMA,
+    REGISTRY_SCHEMA,
+    meta_schema,
+)
+from tiered_memory.backends.weaviate.store import WeaviateMemoryStore
+from tiered_memory.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    NamespaceError,
+    ValidationError,
+)
+from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType, Tier
+from tiered_memory.ports import MemoryPatch, MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.validation import check_namespace
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -531,19 +531,6 @@ def test_apply_patch_refuses_contradictions_and_bad_values(patch: MemoryPatch) -
         apply_patch(m, patch)
 
 
-def test_apply_access_counts_days_and_cold_uses() -> None:
-    m = Memory(id="a", content="x", created_at=T0, updated_at=T0)
-    once = apply_access(m, T0 + DAY)
-    twice = apply_access(once, T0 + DAY + timedelta(hours=3))
-    older = apply_access(twice, T0 + timedelta(hours=1))
-    assert older.use_count == 3
-    assert older.last_accessed_at == T0 + DAY + timedelta(hours=3)  # never moves back
-    assert older.use_days == [T0.date(), (T0 + DAY).date()]
-    assert older.uses_since_cold == 0
-    cold = m.model_copy(update={"tier": Tier.COLD})
-    assert apply_access(cold, T0).uses_since_cold == 1
-
-
 def test_newest_copy_prefers_the_latest_move() -> None:
     base = Memory(id="a", content="x", created_at=T0, updated_at=T0)
     stale = base.model_copy(update={"tier": Tier.HOT})
@@ -551,14 +538,6 @@ def test_newest_copy_prefers_the_latest_move() -> None:
     assert newest_copy([stale, moved]) is moved
     assert newest_copy([moved, stale]) is moved
     assert newest_copy([stale]) is stale
-
-
-def test_accesses_are_grouped_by_memory_in_order() -> None:
-    naive = datetime(2026, 1, 2)
-    grouped = accesses_by_id(
-        [AccessRecord("a", T0), AccessRecord("b", T0), AccessRecord("a", naive)]
-    )
-    assert grouped == {"a": [T0, naive.replace(tzinfo=timezone.utc)], "b": [T0]}
 
 
 # -- filters: search ----------------------------------------------------------------------

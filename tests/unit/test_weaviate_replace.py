@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from tiered_memory.backends.weaviate import WeaviateMemoryStore, WeaviateWriteError
 from tiered_memory.errors import ConfigurationError, DimensionMismatchError, ValidationError
 from tiered_memory.models import ArchiveRecord, Memory, Tier
-from tiered_memory.stores.weaviate import WeaviateMemoryStore, WeaviateWriteError
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "user-42"
@@ -173,7 +173,7 @@ async def test_a_query_vector_is_compared_by_size_not_checked_again(
     its size with what it holds, as the SQLite store does (issue 17: one check)."""
     import numpy as np
 
-    from tiered_memory.stores import weaviate
+    from tiered_memory.backends.weaviate import store as weaviate
 
     store = Modelled(dimension=4)
     checks: list[object] = []

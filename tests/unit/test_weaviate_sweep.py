@@ -9,10 +9,11 @@ from datetime import date, datetime, timedelta, timezone
 import numpy as np
 import pytest
 
+from tiered_memory.backends.weaviate.mapping import embedding_matrix
+from tiered_memory.backends.weaviate.store import WeaviateMemoryStore
+from tiered_memory.epoch import to_micros
 from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
-from tiered_memory.ports import NO_TIME, MemoryFacts, ScanQuery, to_micros
-from tiered_memory.stores.weaviate import WeaviateMemoryStore
-from tiered_memory.stores.weaviate_mapping import embedding_matrix
+from tiered_memory.ports import NO_TIME, MemoryFacts, ScanQuery
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

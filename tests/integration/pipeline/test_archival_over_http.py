@@ -22,9 +22,9 @@ from tiered_memory import (
     Tier,
 )
 from tiered_memory.archive import decode_document, key_owner, original_key, sha256_hex
-from tiered_memory.archives.s3 import S3ObjectStore
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.backends.s3.objects import S3ObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.summarizers.anthropic import AnthropicSummarizer
 
 pytestmark = [pytest.mark.s3, pytest.mark.http]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
-from tiered_memory.archives.s3 import S3ObjectStore
+from tiered_memory.backends.s3.objects import S3ObjectStore
 
 
 @dataclass

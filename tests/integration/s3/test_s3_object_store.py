@@ -23,7 +23,7 @@ from botocore.compat import HTTPHeaders
 from botocore.exceptions import EndpointConnectionError
 
 from tests.contract.object_store_contract import ObjectStoreContract
-from tiered_memory.archives.s3 import S3ObjectStore
+from tiered_memory.backends.s3.objects import S3ObjectStore
 from tiered_memory.errors import (
     ArchiveIntegrityError,
     BackendUnavailableError,
@@ -455,7 +455,7 @@ async def test_construction_does_no_io() -> None:
 
 def test_importing_the_module_does_not_import_boto3() -> None:
     code = (
-        "import sys, tiered_memory.archives.s3 as m; m.S3ObjectStore('tm-bucket'); "
+        "import sys, tiered_memory.backends.s3.objects as m; m.S3ObjectStore('tm-bucket'); "
         "print('boto3' in sys.modules)"
     )
     result = subprocess.run(

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from tiered_memory.stores.weaviate import WeaviateMemoryStore
+from tiered_memory.backends.weaviate.store import WeaviateMemoryStore
 
 SKIP_REASON = (
     "WEAVIATE_URL is not set: Weaviate tests need a server (docker compose up -d weaviate); skipped"

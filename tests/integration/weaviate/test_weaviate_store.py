@@ -21,19 +21,19 @@ if not os.environ.get("WEAVIATE_URL"):
 
 from tests.contract.store_contract import MemoryStoreContract, unique_namespace
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.errors import BackendUnavailableError
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
-from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, MemoryType, Tier
-from tiered_memory.ports import AccessRecord, MemoryStore, ScanQuery
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
-from tiered_memory.stores.weaviate import WeaviateMemoryStore, WeaviateWriteError
-from tiered_memory.stores.weaviate_mapping import (
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.backends.weaviate.mapping import (
     is_hashed_tenant,
     memory_to_properties,
     object_uuid,
     tenant_name,
 )
+from tiered_memory.backends.weaviate.store import WeaviateMemoryStore, WeaviateWriteError
+from tiered_memory.errors import BackendUnavailableError
+from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, MemoryType, Tier
+from tiered_memory.ports import AccessRecord, MemoryStore, ScanQuery
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 from .conftest import StoreFactory

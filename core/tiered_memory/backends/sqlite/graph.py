@@ -20,12 +20,14 @@ from datetime import datetime
 from os import PathLike
 from typing import Any
 
+from tiered_memory.epoch import from_micros_or_none, to_micros_or_none
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import Link, LinkKind, Neighbor
-from tiered_memory.stores.sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
-from tiered_memory.stores.sqlite_schema import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from tiered_memory.validation import check_id, check_k
 from tiered_memory.validation import check_namespace as _check_namespace
+
+from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
+from .sql import IN_JSON, json_list
 
 DEPTHS = frozenset({1, 2, 3})
 
@@ -116,8 +118,8 @@ def _link(row: sqlite3.Row) -> Link:
         target=row["target"],
         weight=row["weight"],
         kind=LinkKind(row["kind"]),
-        created_at=from_us(row["created_at"]),
-        updated_at=from_us(row["updated_at"]),
+        created_at=from_micros_or_none(row["created_at"]),
+        updated_at=from_micros_or_none(row["updated_at"]),
     )
 
 
@@ -169,8 +171,8 @@ class SQLiteAssociationGraph:
                 b,
                 float(link.weight),
                 LinkKind(link.kind).value,
-                to_us_or_none(link.created_at or link.updated_at),
-                to_us_or_none(link.updated_at or link.created_at),
+                to_micros_or_none(link.created_at or link.updated_at),
+                to_micros_or_none(link.updated_at or link.created_at),
             )
             for (a, b), link in best.items()
         ]
@@ -195,7 +197,7 @@ class SQLiteAssociationGraph:
             "pairs": json.dumps([p for a, b in keys for p in ((a, b), (b, a))]),
             "delta": float(delta),
             "kind": LinkKind.CO_RECALLED.value,
-            "at": to_us_or_none(when),
+            "at": to_micros_or_none(when),
         }
         await self._db.gate()
         # Co-recall strengthening is use bookkeeping (every recall does it): committed

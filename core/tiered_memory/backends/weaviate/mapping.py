@@ -1,8 +1,9 @@
 """Pure translation between the library's models and Weaviate objects.
 
 Nothing here imports `weaviate` or does I/O, so every rule the Weaviate store relies on
-(tenant names, object ids, the property layout, how a patch, a use or a tier move
-changes a memory) is testable without a server.
+(tenant names, object ids, the property layout, how a patch changes a memory) is
+testable without a server. What a use or a tier move changes is the same on every
+backend: `tiered_memory.bookkeeping`.
 
 Tenant names. Weaviate allows tenant names matching `[A-Za-z0-9_-]{1,64}`; namespaces
 are any text up to 256 characters. A namespace is encoded reversibly when it fits:
@@ -38,7 +39,7 @@ import numpy as np
 
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import ArchiveRecord, Link, Memory, MemoryType, Tier, utc
-from tiered_memory.ports import AccessRecord, ArchivalState, Matrix, MemoryPatch
+from tiered_memory.ports import ArchivalState, Matrix, MemoryPatch
 from tiered_memory.validation import check_importance, check_namespace
 
 TENANT_MAX_CHARS = 64
@@ -409,7 +410,7 @@ def archival_from_properties(props: Mapping[str, Any]) -> ArchivalState:
 
 # -- what writes do to a memory ------------------------------------------------------------------
 # Weaviate has no partial in-place updates we can batch, so the store reads memories,
-# applies these, and writes them back whole. They hold the port's semantics.
+# applies these (and `bookkeeping`'s uses and tier moves), and writes them back whole.
 
 
 def apply_patch(memory: Memory, patch: MemoryPatch) -> Memory:
@@ -434,35 +435,10 @@ def apply_patch(memory: Memory, patch: MemoryPatch) -> Memory:
     return memory.model_copy(update=changes, deep=True)
 
 
-def apply_access(memory: Memory, when: datetime) -> Memory:
-    """A copy of `memory` after one use at `when` (COLD uses also count toward revival)."""
-    when = utc(when)
-    last = memory.last_accessed_at
-    days = set(memory.use_days)
-    days.add(when.date())
-    return memory.model_copy(
-        update={
-            "use_count": memory.use_count + 1,
-            "last_accessed_at": when if last is None or when > last else last,
-            "use_days": sorted(days),
-            "uses_since_cold": memory.uses_since_cold + (1 if memory.tier is Tier.COLD else 0),
-        },
-        deep=True,
-    )
-
-
 def newest_copy(copies: Sequence[Memory]) -> Memory:
     """Pick one of the copies a crashed tier move left behind: the one moved last."""
     floor = datetime.min.replace(tzinfo=timezone.utc)
     return max(copies, key=lambda m: m.tier_changed_at or floor)
-
-
-def accesses_by_id(accesses: Sequence[AccessRecord]) -> dict[str, list[datetime]]:
-    """Group a batch of uses by memory, in the order they were given."""
-    out: dict[str, list[datetime]] = {}
-    for access in accesses:
-        out.setdefault(access.id, []).append(utc(access.when))
-    return out
 
 
 def embedding_matrix(ids: Sequence[str], found: Mapping[str, Memory]) -> tuple[list[str], Matrix]:

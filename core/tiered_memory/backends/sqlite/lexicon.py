@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from tiered_memory.lexicon import LexicalStatistics, Posting, term_counts, tokenizer_version
 
-from .sqlite_query import IN_JSON
+from .sql import IN_JSON
 
 TERMS_FUNCTION = "tm_terms"
 LENGTH_FUNCTION = "tm_length"

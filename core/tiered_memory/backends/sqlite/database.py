@@ -1,7 +1,8 @@
-"""The one SQLite file behind the embedded default: connection, pragmas, schema, locking.
+"""The one SQLite file behind the embedded default: connection, pragmas, locking.
 
 The store and the association graph share this object, so both live in the same file
-and the same transactions.
+and the same transactions. Opening a file brings its schema to the current version
+(`migrations`; the tables are in `schema`).
 
 Durability: the file runs in WAL mode with `synchronous=FULL`, so a write whose
 transaction has committed survives a process crash or a power loss. `busy_timeout`
@@ -35,169 +36,13 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
-from . import sqlite_lexicon as lexicon
-from .sqlite_archival import CREATE as CREATE_ARCHIVAL
-from .sqlite_archives import add_columns, migrate_v1
-from .sqlite_query import register_functions
+from . import lexicon, migrations
+from .sql import register_functions
 
-# 1: archive records as pydantic JSON with a float32 summary embedding.
-# 2: compact archive rows (sqlite_archives); version-1 files are converted when opened.
-# 3: embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
-# 4: the archival journal (`sqlite_archival`): claims, written originals, quarantine;
-#    and the archive records' flags (`do_not_inject`, `superseded`). Both are added to
-#    older files, the journal empty and the flags NULL ("not known yet": the sweep reads
-#    them from the originals); a library older than 4 would not honour the claims.
-# 5: the lexical index per namespace (`sqlite_lexicon`) instead of one FTS5 table whose
-#    BM25 statistics spanned every namespace; built from the memories when opened.
-SCHEMA_VERSION = 5
 DEFAULT_BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's lock
 
-# One compact row per archived memory (layout and encodings: `sqlite_archives`). WITHOUT
-# ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
-# The memory's flags (`do_not_inject`, `superseded`) came with version 4: NULL is "not
-# known yet" (`sqlite_archives.add_columns`).
-# `storage_ref` and `archive_reason` have no declared type: an integer is a key of
-# `archives_strings`, text a value kept as it is.
-_ARCHIVES = """CREATE TABLE IF NOT EXISTS archives (
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        summary TEXT NOT NULL,
-        summary_code BLOB,
-        memory_type INTEGER NOT NULL,
-        importance REAL NOT NULL,
-        source TEXT,
-        metadata TEXT,
-        links TEXT,
-        storage_ref,
-        size_bytes INTEGER NOT NULL,
-        checksum,
-        storage_verified INTEGER NOT NULL,
-        created_at INTEGER NOT NULL,
-        archived_at INTEGER NOT NULL,
-        archive_reason,
-        use_count INTEGER NOT NULL,
-        expansions TEXT,
-        do_not_inject INTEGER,
-        superseded INTEGER,
-        PRIMARY KEY (namespace, id)
-    ) WITHOUT ROWID"""
 MMAP_BYTES = 1 << 30  # address space only: pages are mapped as they are read
 WAL_CHECKPOINT_PAGES = 10_000  # 40 MB of WAL at 4 KB pages before a checkpoint
-
-_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    ) WITHOUT ROWID""",
-    # `pk` is the integer key the FTS index points at; (namespace, id) is the real key.
-    # Timestamps are integer microseconds since the Unix epoch, UTC: exact and ordered.
-    """CREATE TABLE IF NOT EXISTS memories (
-        pk INTEGER PRIMARY KEY,
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        content TEXT NOT NULL,
-        memory_type TEXT NOT NULL,
-        tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cold')),
-        importance REAL NOT NULL,
-        pinned INTEGER NOT NULL DEFAULT 0,
-        core INTEGER NOT NULL DEFAULT 0,
-        do_not_inject INTEGER NOT NULL DEFAULT 0,
-        superseded_by TEXT,
-        consolidated_from TEXT NOT NULL DEFAULT '[]',
-        source TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        last_accessed_at INTEGER,
-        last_used_at INTEGER NOT NULL,
-        use_count INTEGER NOT NULL DEFAULT 0,
-        use_days TEXT NOT NULL DEFAULT '[]',
-        uses_since_cold INTEGER NOT NULL DEFAULT 0,
-        cold_since INTEGER,
-        tier_changed_at INTEGER,
-        UNIQUE (namespace, id)
-    )""",
-    # A memory's embedding (little-endian float32), keyed by its `memories.pk`; no row
-    # when it has none. Kept out of `memories` so the rows the sweep reads and rewrites
-    # (tier moves) are about 0.6 KB instead of 2.1 KB at 384-d: moving 100k rows rewrote
-    # 100k embeddings that did not change. Written in the memory's transaction (put_many,
-    # unarchive_many), deleted with it by the trigger below.
-    """CREATE TABLE IF NOT EXISTS memory_vectors (
-        pk INTEGER PRIMARY KEY,
-        embedding BLOB NOT NULL
-    )""",
-    """CREATE TRIGGER IF NOT EXISTS memories_vector_delete AFTER DELETE ON memories BEGIN
-        DELETE FROM memory_vectors WHERE pk = old.pk;
-    END""",
-    # The sweep's scans: one tier of one namespace, by id, or bounded by the timestamp
-    # of its rule (`sqlite_sweep.scan_index`). The bounded ones are partial indexes of
-    # the one tier their rule reads, not (namespace, tier, timestamp) over every tier:
-    # a tier move then updates the entries of the tiers it leaves and enters (two or
-    # three) instead of all four indexes, twice each. Moving 98k rows HOT -> WARM took
-    # 2.2-3.3 s with the four full indexes, 1.2 s without them.
-    "CREATE INDEX IF NOT EXISTS memories_tier_id ON memories (namespace, tier, id)",
-    """CREATE INDEX IF NOT EXISTS memories_hot_changed
-        ON memories (namespace, tier_changed_at) WHERE tier = 'hot'""",
-    """CREATE INDEX IF NOT EXISTS memories_warm_used
-        ON memories (namespace, last_used_at) WHERE tier = 'warm'""",
-    """CREATE INDEX IF NOT EXISTS memories_cold_since
-        ON memories (namespace, cold_since) WHERE tier = 'cold'""",
-    """CREATE INDEX IF NOT EXISTS memories_cold_created
-        ON memories (namespace, created_at) WHERE tier = 'cold'""",
-    # Their schema-2 (and early schema-3) predecessors, over every tier. A no-op once gone.
-    "DROP INDEX IF EXISTS memories_tier_created",
-    "DROP INDEX IF EXISTS memories_tier_used",
-    "DROP INDEX IF EXISTS memories_tier_cold",
-    "DROP INDEX IF EXISTS memories_tier_changed",
-    # A hit's context: the memories written just before and after it (`adjacent`).
-    """CREATE INDEX IF NOT EXISTS memories_created
-        ON memories (namespace, created_at, pk)""",
-    # The few pinned memories, which recall() scans for on every call.
-    """CREATE INDEX IF NOT EXISTS memories_pinned
-        ON memories (namespace, tier, id) WHERE pinned = 1""",
-    # The lexical index, per namespace (`sqlite_lexicon`), kept in step by triggers.
-    *lexicon.SCHEMA,
-    _ARCHIVES,
-    # Strings many archive records share: storage templates and archive reasons.
-    """CREATE TABLE IF NOT EXISTS archives_strings (
-        pk INTEGER PRIMARY KEY,
-        value TEXT NOT NULL UNIQUE
-    )""",
-    # Associations: both directions are stored as rows, so a node's links are one
-    # prefix of the primary key whichever side it was linked from.
-    """CREATE TABLE IF NOT EXISTS links (
-        namespace TEXT NOT NULL,
-        source TEXT NOT NULL,
-        target TEXT NOT NULL,
-        weight REAL NOT NULL CHECK (weight >= 0.0 AND weight <= 1.0),
-        kind TEXT NOT NULL,
-        created_at INTEGER,
-        updated_at INTEGER,
-        PRIMARY KEY (namespace, source, target),
-        CHECK (source <> target)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
-    *CREATE_ARCHIVAL,
-]
-
-
-def migrate_v2(conn: sqlite3.Connection) -> int:
-    """Move the inline `memories.embedding` blobs of a schema-1/2 file into
-    `memory_vectors`, byte for byte, and drop the column; returns the vectors moved.
-
-    Runs inside the opening transaction, so a crash leaves the file at version 2. The
-    column is dropped (the table is rewritten once, a few seconds at 100k memories) so
-    no reader can see a stale copy; the pages it frees are reused by later writes.
-    """
-    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(memories)")}
-    if "embedding" not in columns:
-        return 0  # already split (a file whose archive table alone was rewritten)
-    moved = conn.execute(
-        "INSERT INTO memory_vectors (pk, embedding) "
-        "SELECT pk, embedding FROM memories WHERE embedding IS NOT NULL ORDER BY pk"
-    ).rowcount
-    conn.execute("ALTER TABLE memories DROP COLUMN embedding")
-    return int(moved)
 
 
 def translate_error(e: sqlite3.Error, path: str) -> Exception:
@@ -433,42 +278,13 @@ class SQLiteDatabase:
                         f"{path} failed its integrity check: {'; '.join(problems)}; "
                         "restore it from a backup"
                     )
-            cls._create_schema(conn, path)
+            migrations.upgrade(conn, path)
         except BaseException as e:
             conn.close()
             if isinstance(e, sqlite3.Error):
                 raise translate_error(e, path) from e
             raise
         return cls(path, conn)
-
-    @staticmethod
-    def _create_schema(conn: sqlite3.Connection, path: str) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise ConfigurationError(
-                    f"{path} has schema version {row[0]}, newer than this library's "
-                    f"{SCHEMA_VERSION}; upgrade tiered-memory"
-                )
-            if row is not None and int(row[0]) < 2:
-                migrate_v1(conn, _ARCHIVES)
-            if row is not None and int(row[0]) < 3:
-                migrate_v2(conn)
-            add_columns(conn)  # by presence: also a version-4 file written before them
-            lexicon.ensure_current(conn)
-            if row is None or int(row[0]) < SCHEMA_VERSION:
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(SCHEMA_VERSION),),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     # -- access --------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ none is ever dropped. A condition that nothing can satisfy (an empty id set, an 
 `in` list, a tier the collection does not hold) raises `NoMatches`, so the store
 answers without a request instead of sending a filter Weaviate would reject.
 
-Metadata semantics (the property layout is in `weaviate_mapping`):
+Metadata semantics (the property layout is in `mapping`):
 - `eq`, `ne`: one JSON scalar (str, number, bool); numbers compare as floats, so 1 == 1.0.
   `ne` and `nin` also match memories without the key or with another type there, as
   `metadata.get(key) != value` does in Python.
@@ -38,7 +38,7 @@ from tiered_memory.models import LIVE_TIERS, MemoryType, Tier, utc
 from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.validation import check_int64
 
-from .weaviate_mapping import MetaKind, id_key, meta_property, object_uuid
+from .mapping import MetaKind, id_key, meta_property, object_uuid
 
 
 class NoMatches(Exception):

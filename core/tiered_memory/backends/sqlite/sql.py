@@ -11,29 +11,13 @@ import json
 import operator
 import sqlite3
 from collections.abc import Callable, Collection, Iterable
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from tiered_memory.epoch import to_micros
 from tiered_memory.errors import ValidationError
-from tiered_memory.models import Tier, utc
+from tiered_memory.models import Tier
 from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
 from tiered_memory.validation import check_int64
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def to_us(dt: datetime) -> int:
-    """Aware datetime -> integer microseconds since the epoch (exact and ordered)."""
-    return (utc(dt) - EPOCH) // _MICROSECOND
-
-
-def to_us_or_none(dt: datetime | None) -> int | None:
-    return None if dt is None else to_us(dt)
-
-
-def from_us(value: int | None) -> datetime | None:
-    return None if value is None else EPOCH + timedelta(microseconds=value)
 
 
 def json_list(values: Iterable[str]) -> str:
@@ -258,13 +242,13 @@ def scan_sql(query: ScanQuery) -> tuple[list[str], list[Any]]:
         params.append(value)
 
     if query.created_before is not None:
-        add("created_at < ?", to_us(query.created_before))
+        add("created_at < ?", to_micros(query.created_before))
     if query.last_used_before is not None:
-        add("last_used_at < ?", to_us(query.last_used_before))
+        add("last_used_at < ?", to_micros(query.last_used_before))
     if query.cold_since_before is not None:
-        add("cold_since < ?", to_us(query.cold_since_before))
+        add("cold_since < ?", to_micros(query.cold_since_before))
     if query.tier_changed_before is not None:
-        add("tier_changed_at < ?", to_us(query.tier_changed_before))
+        add("tier_changed_at < ?", to_micros(query.tier_changed_before))
     if query.importance_at_most is not None:
         add("importance <= ?", float(query.importance_at_most))
     if query.importance_at_least is not None:

@@ -10,7 +10,7 @@ Layout. Five collections share a prefix (default `TieredMemory`):
 - `<prefix>Archival`: the archival journal (claims, originals written, failures), one
   object per memory being archived or that failed to be, no vectors.
 - `<prefix>Registry`: the embedding dimension, the namespaces whose tenant names are
-  hashed (see `weaviate_mapping`) and the one-time migrations done; not multi-tenant.
+  hashed (see `mapping`) and the one-time migrations done; not multi-tenant.
 The first four are multi-tenant: each namespace is a tenant, created on its first
 write, and every data call goes through `collection.with_tenant(...)`, so Weaviate
 itself keeps namespaces apart. Object ids are uuid5 of (namespace, memory id), equal in
@@ -53,7 +53,6 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
@@ -61,12 +60,10 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from tiered_memory import journal, lifecycle
+from tiered_memory import bookkeeping, journal
 from tiered_memory.errors import (
-    BackendUnavailableError,
     ConfigurationError,
     NotFoundError,
-    TieredMemoryError,
     ValidationError,
     missing_extra,
 )
@@ -79,6 +76,7 @@ from tiered_memory.models import (
     Tier,
     TierStats,
 )
+from tiered_memory.policy import TierPolicy
 from tiered_memory.ports import (
     AccessRecord,
     ArchivalFailure,
@@ -97,13 +95,7 @@ from tiered_memory.validation import check_size, check_vector
 try:
     import weaviate
     from weaviate.classes.aggregate import GroupByAggregate, Metrics
-    from weaviate.classes.config import (
-        Configure,
-        DataType,
-        Property,
-        Tokenization,
-        VectorDistances,
-    )
+    from weaviate.classes.config import Configure, VectorDistances
     from weaviate.classes.data import DataObject
     from weaviate.classes.init import AdditionalConfig
     from weaviate.classes.query import Filter, FilterReturn, MetadataQuery, Sort
@@ -115,23 +107,17 @@ try:
     from weaviate.collections.classes.internal import Object
     from weaviate.collections.classes.types import WeaviateProperties
     from weaviate.collections.collection import CollectionAsync
-    from weaviate.exceptions import (
-        AuthenticationFailedError,
-        InsufficientPermissionsError,
-        UnexpectedStatusCodeError,
-        WeaviateBaseError,
-        WeaviateClosedClientError,
-        WeaviateConnectionError,
-        WeaviateGRPCUnavailableError,
-        WeaviateInsertManyAllFailedError,
-        WeaviateRetryError,
-        WeaviateStartUpError,
-        WeaviateTimeoutError,
-    )
+    from weaviate.exceptions import WeaviateBaseError, WeaviateInsertManyAllFailedError
 except ImportError as e:  # pragma: no cover - only without the [weaviate] extra
     raise missing_extra("weaviate-client", "weaviate") from e
 
-from tiered_memory.stores.weaviate_filters import (
+from .errors import (
+    WeaviateRequestError,
+    WeaviateWriteError,
+    is_missing_tenant,
+    translate_error,
+)
+from .filters import (
     NoMatches,
     after_condition,
     all_of,
@@ -143,10 +129,8 @@ from tiered_memory.stores.weaviate_filters import (
     search_where,
     tier_condition,
 )
-from tiered_memory.stores.weaviate_mapping import (
+from .mapping import (
     MetaKind,
-    accesses_by_id,
-    apply_access,
     apply_patch,
     archival_from_properties,
     archival_to_properties,
@@ -163,6 +147,14 @@ from tiered_memory.stores.weaviate_mapping import (
     object_uuid,
     tenant_name,
 )
+from .schema import (
+    ARCHIVAL_SCHEMA,
+    ARCHIVE_SCHEMA,
+    LIVE_SCHEMA,
+    REGISTRY_SCHEMA,
+    Prop,
+    meta_schema,
+)
 
 __all__ = ["WeaviateMemoryStore", "WeaviateRequestError", "WeaviateWriteError"]
 
@@ -177,198 +169,7 @@ _COLD_TIERS = frozenset({Tier.COLD})
 NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
 _REGISTRY_UUID = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/tiered-memory/registry")
 _ARCHIVE_FILTERS = "archive-filters"  # archive records got typed metadata properties
-
-
-class WeaviateRequestError(TieredMemoryError):
-    """Weaviate refused a request: neither an outage nor a credentials problem."""
-
-    def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
-class WeaviateWriteError(WeaviateRequestError):
-    """Some objects of a batch write were rejected; `failures` maps memory id to reason.
-
-    The objects not listed were written: Weaviate batches are not atomic.
-    """
-
-    def __init__(self, message: str, failures: Mapping[str, str]) -> None:
-        super().__init__(message)
-        self.failures = dict(failures)
-
-
-# -- schema --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Prop:
-    """One property of the fixed schema, kept as data so it reads as a table."""
-
-    name: str
-    type: DataType
-    filterable: bool = True
-    range: bool = False
-    tokenization: Tokenization | None = None  # text only
-    searchable: bool = False  # text only: BM25
-
-    def build(self) -> Property:
-        text = self.type in (DataType.TEXT, DataType.TEXT_ARRAY)
-        return Property(
-            name=self.name,
-            data_type=self.type,
-            index_filterable=self.filterable,
-            index_range_filters=self.range if self.type in _RANGE_TYPES else None,
-            index_searchable=self.searchable if text else None,
-            tokenization=(self.tokenization or Tokenization.FIELD) if text else None,
-        )
-
-
-_RANGE_TYPES = (DataType.INT, DataType.NUMBER, DataType.DATE)
-_T, _TA = DataType.TEXT, DataType.TEXT_ARRAY
-
-LIVE_SCHEMA: tuple[_Prop, ...] = (
-    _Prop("memory_id", _T),
-    _Prop("id_key", _T),  # hex of the id: the sort and paging key
-    _Prop("content", _T, filterable=False, searchable=True, tokenization=Tokenization.WORD),
-    _Prop("memory_type", _T),
-    _Prop("tier", _T),
-    _Prop("importance", DataType.NUMBER, range=True),
-    _Prop("pinned", DataType.BOOL),
-    _Prop("core", DataType.BOOL),
-    _Prop("do_not_inject", DataType.BOOL),
-    _Prop("superseded", DataType.BOOL),
-    _Prop("superseded_by", _T),
-    _Prop("consolidated_from", _TA),
-    _Prop("source", _T),
-    _Prop("metadata_json", _T, filterable=False),
-    _Prop("meta_keys", _TA),
-    _Prop("created_at", DataType.DATE, range=True),
-    _Prop("updated_at", DataType.DATE, filterable=False),
-    _Prop("last_accessed_at", DataType.DATE, filterable=False),
-    _Prop("last_used_at", DataType.DATE, range=True),
-    _Prop("use_count", DataType.INT, range=True),
-    _Prop("use_days", _TA, filterable=False),
-    _Prop("uses_since_cold", DataType.INT, range=True),
-    _Prop("cold_since", DataType.DATE, range=True),
-    _Prop("tier_changed_at", DataType.DATE, range=True),
-    _Prop("approx_bytes", DataType.INT),
-)
-
-ARCHIVE_SCHEMA: tuple[_Prop, ...] = (
-    _Prop("memory_id", _T),
-    _Prop("id_key", _T),
-    _Prop("summary", _T, filterable=False),
-    _Prop("memory_type", _T),
-    _Prop("importance", DataType.NUMBER),
-    _Prop("source", _T),
-    _Prop("metadata_json", _T, filterable=False),
-    _Prop("meta_keys", _TA),  # and the typed meta_* properties, as in LIVE_SCHEMA
-    _Prop("do_not_inject", DataType.BOOL),
-    _Prop("superseded", DataType.BOOL),
-    _Prop("links_json", _T, filterable=False),
-    _Prop("storage_ref", _T, filterable=False),
-    _Prop("size_bytes", DataType.INT),
-    _Prop("checksum", _T, filterable=False),
-    _Prop("storage_verified", DataType.BOOL),
-    _Prop("created_at", DataType.DATE),
-    _Prop("archived_at", DataType.DATE),
-    _Prop("archive_reason", _T),
-    _Prop("use_count", DataType.INT),
-    _Prop("expansions", _TA, filterable=False),
-    _Prop("approx_bytes", DataType.INT),
-)
-
-# The archival journal (`tiered_memory.journal`): one object per row, read by id.
-ARCHIVAL_SCHEMA: tuple[_Prop, ...] = (
-    _Prop("memory_id", _T),
-    _Prop("id_key", _T),
-    _Prop("state_json", _T, filterable=False),
-)
-JOURNAL_PAGE = 1_000
-
-REGISTRY_SCHEMA: tuple[_Prop, ...] = (
-    _Prop("kind", _T),  # "dimension", "namespace" or "migration" (one done, by name)
-    _Prop("tenant", _T),
-    _Prop("value", _T, filterable=False),
-)
-
-_META_TYPES: dict[MetaKind, _Prop] = {
-    "s": _Prop("", _T),
-    "n": _Prop("", DataType.NUMBER, range=True),
-    "b": _Prop("", DataType.BOOL),
-    "sa": _Prop("", _TA),
-    "na": _Prop("", DataType.NUMBER_ARRAY),
-    "ba": _Prop("", DataType.BOOL_ARRAY),
-}
-
-
-def meta_schema(name: str, kind: MetaKind) -> _Prop:
-    template = _META_TYPES[kind]
-    return _Prop(name, template.type, range=template.range)
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-_UNAVAILABLE = (
-    WeaviateConnectionError,
-    WeaviateTimeoutError,
-    WeaviateRetryError,
-    WeaviateGRPCUnavailableError,
-    WeaviateClosedClientError,
-    WeaviateStartUpError,
-)
-
-
-def _caused_by_outage(e: BaseException) -> bool:
-    """Query errors wrap the transport error; look down the chain for an outage."""
-    seen: BaseException | None = e
-    for _ in range(8):
-        if seen is None:
-            return False
-        if isinstance(seen, (*_UNAVAILABLE, ConnectionError, TimeoutError)):
-            return True
-        code = getattr(seen, "code", None)
-        if callable(code):
-            try:
-                name = getattr(code(), "name", "")
-            except Exception:  # not a gRPC error after all
-                name = ""
-            if name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def is_missing_tenant(e: BaseException) -> bool:
-    """Weaviate reports a query on a tenant that does not exist (yet) this way."""
-    text = str(e).lower()
-    return "tenant" in text and ("not found" in text or "does not exist" in text)
-
-
-def translate_error(e: WeaviateBaseError, action: str, where: str) -> TieredMemoryError:
-    """Map a weaviate-client exception to the library's typed errors (caller chains it)."""
-    if isinstance(e, AuthenticationFailedError | InsufficientPermissionsError):
-        return ConfigurationError(
-            f"Weaviate at {where} refused {action}: {e.message} "
-            "(check the API key, e.g. WEAVIATE_API_KEY, and its permissions)"
-        )
-    if isinstance(e, UnexpectedStatusCodeError):
-        if e.status_code in (401, 403):
-            return ConfigurationError(
-                f"Weaviate at {where} refused {action} ({e.status_code}); check the API key"
-            )
-        if e.status_code >= 500:
-            return BackendUnavailableError(
-                f"Weaviate at {where} failed while {action} ({e.status_code}): {e.message}"
-            )
-        return WeaviateRequestError(f"Weaviate rejected {action}: {e.message}", e.status_code)
-    if _caused_by_outage(e):
-        return BackendUnavailableError(
-            f"Weaviate at {where} could not be reached while {action}: {e.message} "
-            "(is it running? `docker compose up -d weaviate`, and check WEAVIATE_URL)"
-        )
-    return WeaviateRequestError(f"Weaviate rejected {action}: {e.message}")
+JOURNAL_PAGE = 1_000  # journal objects read per request
 
 
 # -- the store ---------------------------------------------------------------------------------
@@ -418,6 +219,7 @@ class WeaviateMemoryStore:
         write_batch_size: int = 100,
         read_batch_size: int = 200,
         max_concurrency: int = 8,
+        use_days_kept: int = TierPolicy().use_days_kept,
     ) -> None:
         if (client is None) == (url is None):
             raise ConfigurationError(
@@ -456,6 +258,7 @@ class WeaviateMemoryStore:
         self._write_batch = write_batch_size
         self._read_batch = read_batch_size
         self._max_concurrency = max_concurrency
+        self._use_days_kept = use_days_kept
         self._opened = False
         self._props: dict[str, set[str]] = {}
         self._tenants: set[tuple[str, str]] = set()  # (collection, tenant) known to exist
@@ -608,7 +411,7 @@ class WeaviateMemoryStore:
         )
 
     async def _ensure_collection(
-        self, name: str, schema: Sequence[_Prop], vectors: Any, multi_tenant: bool
+        self, name: str, schema: Sequence[Prop], vectors: Any, multi_tenant: bool
     ) -> None:
         collections = self.client.collections
         with self._errors(f"checking collection {name}"):
@@ -642,7 +445,7 @@ class WeaviateMemoryStore:
         missing = [p for p in schema if p.name not in self._props[name]]
         await self._add_properties(name, missing)
 
-    async def _add_properties(self, collection: str, props: Sequence[_Prop]) -> None:
+    async def _add_properties(self, collection: str, props: Sequence[Prop]) -> None:
         for prop in props:
             try:
                 await self.client.collections.use(collection).config.add_property(prop.build())
@@ -1107,25 +910,18 @@ class WeaviateMemoryStore:
         return len(current)
 
     async def set_tier(self, namespace: str, ids: Sequence[str], tier: Tier, when: datetime) -> int:
-        tier = Tier.parse(tier)
-        if tier is Tier.ARCHIVED:
-            raise ValidationError(
-                "set_tier moves between HOT, WARM and COLD; archive with archive_many"
-            )
-        _, moved = await self._rewrite(namespace, ids, lambda m: lifecycle.moved(m, tier, when))
+        move = bookkeeping.tier_move(tier, when)
+        _, moved = await self._rewrite(namespace, ids, lambda m: bookkeeping.moved(m, move))
         return moved
 
     async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
-        uses = accesses_by_id(accesses)
+        uses = bookkeeping.uses_by_id(accesses)
         if not uses:
             return
-
-        def use(memory: Memory) -> Memory:
-            for when in uses[memory.id]:
-                memory = apply_access(memory, when)
-            return memory
-
-        await self._rewrite(namespace, list(uses), use)
+        keep = self._use_days_kept
+        await self._rewrite(
+            namespace, list(uses), lambda m: bookkeeping.used(m, uses[m.id], keep_days=keep)
+        )
 
     # -- MemoryStore: searches and scans ----------------------------------------------------
 

@@ -5,8 +5,9 @@ A row holds the claim (claimant and wall-clock expiry, in microseconds), the che
 of the originals attempts wrote (a JSON list), and the failures. Every write here is
 one transaction, so a claim is a compare-and-set: two processes on the file never both
 hold one memory. The row goes with its memory: a trigger deletes it when the live row
-is deleted, which is what committing the archive record does (`archive_many`), and
-what `delete_many` and `clear` do. `SQLiteMemoryStore` inherits `SQLiteArchivalMixin`.
+is deleted (`schema.ARCHIVAL`), which is what committing the archive record does
+(`archive_many`), and what `delete_many` and `clear` do. The rules (who may claim, when
+a memory is quarantined) are `tiered_memory.journal`'s; this module keeps the rows.
 """
 
 from __future__ import annotations
@@ -15,37 +16,18 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiered_memory import journal
+from tiered_memory.epoch import from_micros_or_none, to_micros_or_none
 from tiered_memory.errors import ValidationError
 from tiered_memory.ports import ArchivalFailure, ArchivalState
-from tiered_memory.validation import check_id
-from tiered_memory.validation import check_namespace as _namespace
+from tiered_memory.validation import check_id, check_namespace
 
-from .sqlite_query import IN_JSON, from_us, json_list, to_us_or_none
+from .database import SQLiteDatabase
+from .memories import ids_in
+from .sql import IN_JSON, json_list
 
-if TYPE_CHECKING:
-    from .sqlite_schema import SQLiteDatabase
-
-# Schema 4. WITHOUT ROWID: (namespace, id) is the table itself.
-CREATE = [
-    """CREATE TABLE IF NOT EXISTS archival (
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        claimant TEXT,
-        claimed_until INTEGER,
-        written TEXT,
-        failures INTEGER NOT NULL DEFAULT 0,
-        error TEXT,
-        failed_at INTEGER,
-        quarantined INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (namespace, id)
-    ) WITHOUT ROWID""",
-    """CREATE TRIGGER IF NOT EXISTS memories_archival_delete AFTER DELETE ON memories BEGIN
-        DELETE FROM archival WHERE namespace = old.namespace AND id = old.id;
-    END""",
-]
 _COLUMNS = "id, claimant, claimed_until, written, failures, error, failed_at, quarantined"
 _UPSERT = (
     "INSERT INTO archival (namespace, id, claimant, claimed_until, written, failures, error, "
@@ -61,11 +43,11 @@ def _state(row: sqlite3.Row) -> ArchivalState:
     return ArchivalState(
         id=str(row["id"]),
         claimant=row["claimant"],
-        claimed_until=from_us(row["claimed_until"]),
+        claimed_until=from_micros_or_none(row["claimed_until"]),
         written=tuple(json.loads(row["written"])) if row["written"] else (),
         failures=int(row["failures"]),
         error=row["error"],
-        failed_at=from_us(row["failed_at"]),
+        failed_at=from_micros_or_none(row["failed_at"]),
         quarantined=bool(row["quarantined"]),
     )
 
@@ -75,11 +57,11 @@ def _row(ns: str, s: ArchivalState) -> tuple[Any, ...]:
         ns,
         s.id,
         s.claimant,
-        to_us_or_none(s.claimed_until),
+        to_micros_or_none(s.claimed_until),
         json.dumps(list(s.written)) if s.written else None,
         s.failures,
         s.error,
-        to_us_or_none(s.failed_at),
+        to_micros_or_none(s.failed_at),
         int(s.quarantined),
     )
 
@@ -90,10 +72,11 @@ def _claimant(claimant: str) -> str:
     return claimant
 
 
-class SQLiteArchivalMixin:
-    """The archival journal of `SQLiteMemoryStore` (MemoryStore port)."""
+class ArchivalJournal:
+    """The `archival` table of one open file (the MemoryStore port's journal calls)."""
 
-    _db: SQLiteDatabase
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self._db = database
 
     @staticmethod
     def _states(
@@ -117,15 +100,10 @@ class SQLiteArchivalMixin:
                 (ns, json_list(changes.delete)),
             )
 
-    @staticmethod
-    def _live(conn: sqlite3.Connection, ns: str, ids: Sequence[str]) -> set[str]:
-        sql = f"SELECT id FROM memories WHERE namespace = ? AND id {IN_JSON}"
-        return {row[0] for row in conn.execute(sql, (ns, json_list(ids)))}
-
     async def archival_states(
         self, namespace: str, ids: Sequence[str] | None = None
     ) -> dict[str, ArchivalState]:
-        ns = _namespace(namespace)
+        ns = check_namespace(namespace)
         if ids is not None and not ids:
             return {}
         await self._db.gate()
@@ -143,14 +121,14 @@ class SQLiteArchivalMixin:
         replacing: Mapping[str, str] | None = None,
         release_quarantine: bool = False,
     ) -> dict[str, ArchivalState]:
-        ns = _namespace(namespace)
+        ns = check_namespace(namespace)
         who = _claimant(claimant)
         wanted = list(dict.fromkeys(check_id(i) for i in ids))
         if not wanted:
             return {}
         await self._db.gate()
         with self._db.write() as conn:
-            live = self._live(conn, ns, wanted)
+            live = ids_in(conn, "memories", ns, wanted)
             before, changes = journal.claim(
                 self._states(conn, ns, wanted),
                 [i for i in wanted if i in live],
@@ -166,7 +144,7 @@ class SQLiteArchivalMixin:
     async def note_archival(
         self, namespace: str, claimant: str, written: Mapping[str, str]
     ) -> set[str]:
-        ns = _namespace(namespace)
+        ns = check_namespace(namespace)
         who = _claimant(claimant)
         if not written:
             return set()
@@ -186,7 +164,7 @@ class SQLiteArchivalMixin:
         now: datetime,
         quarantine_after: int,
     ) -> list[str]:
-        ns = _namespace(namespace)
+        ns = check_namespace(namespace)
         who = _claimant(claimant)
         failed = dict(failures or {})
         wanted = list(dict.fromkeys([*ids, *failed]))

@@ -40,11 +40,12 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 from urllib.parse import urlsplit
 
+from tiered_memory.epoch import from_micros_or_none, to_micros_or_none
 from tiered_memory.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -52,7 +53,7 @@ from tiered_memory.errors import (
     ValidationError,
     missing_extra,
 )
-from tiered_memory.models import Link, LinkKind, Neighbor, utc
+from tiered_memory.models import Link, LinkKind, Neighbor
 from tiered_memory.validation import check_id, check_k
 from tiered_memory.validation import check_namespace as _check_namespace
 
@@ -68,8 +69,6 @@ DialectName = Literal["neo4j", "falkordb"]
 
 # Exact transport of weights in [0, 1] (see the module docstring).
 WEIGHT_SCALE = 2**62
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
 
 # Rows per statement on servers without a statement-size limit: bounds transaction size.
 MAX_ROWS_PER_STATEMENT = 1000
@@ -398,22 +397,14 @@ def _scaled(weight: float) -> int:
     return round(float(weight) * WEIGHT_SCALE)
 
 
-def _to_us(dt: datetime | None) -> int | None:
-    return None if dt is None else (utc(dt) - _EPOCH) // _MICROSECOND
-
-
-def _from_us(value: Any) -> datetime | None:
-    return None if value is None else _EPOCH + timedelta(microseconds=int(value))
-
-
 def _link(source: str, row: Mapping[str, Any]) -> Link:
     return Link(
         source=source,
         target=row["target"],
         weight=min(1.0, max(0.0, float(row["weight"]))),
         kind=LinkKind(row["kind"]),
-        created_at=_from_us(row.get("created_at")),
-        updated_at=_from_us(row.get("updated_at")),
+        created_at=from_micros_or_none(row.get("created_at")),
+        updated_at=from_micros_or_none(row.get("updated_at")),
     )
 
 
@@ -734,8 +725,8 @@ class Neo4jAssociationGraph:
                 "b": b,
                 "w": _scaled(link.weight),
                 "k": LinkKind(link.kind).value,
-                "c": _to_us(link.created_at or link.updated_at),
-                "u": _to_us(link.updated_at or link.created_at),
+                "c": to_micros_or_none(link.created_at or link.updated_at),
+                "u": to_micros_or_none(link.updated_at or link.created_at),
             }
             for (a, b), link in best.items()
         ]
@@ -760,7 +751,7 @@ class Neo4jAssociationGraph:
             "ns": ns,
             "delta": _scaled(delta),
             "kind": LinkKind.CO_RECALLED.value,
-            "at": _to_us(when),
+            "at": to_micros_or_none(when),
         }
         rows = [{"a": a, "b": b} for a, b in keys]
         await self._run_batched(_STRENGTHEN, fixed, "rows", rows, write=True)

@@ -1,0 +1,5 @@
+"""Archived originals as files in a local folder."""
+
+from .objects import LocalFolderObjectStore
+
+__all__ = ["LocalFolderObjectStore"]

@@ -1,0 +1,129 @@
+"""How a file of any earlier schema version becomes one of the current version.
+
+`upgrade` runs when a file is opened, in one transaction: the current tables
+(`schema`), then each conversion the file's version needs, then the version number.
+A crash at any step leaves the file as it was.
+
+Versions:
+1. archive records as pydantic JSON with a float32 summary embedding.
+2. compact archive rows (`archive_rows`); version-1 files are converted (`migrate_v1`).
+3. embeddings in `memory_vectors`, out of the `memories` rows (`migrate_v2`).
+4. the archival journal (`archival`): claims, written originals, quarantine; and the
+   archive records' flags (`do_not_inject`, `superseded`). Both are added to older
+   files, the journal empty and the flags NULL ("not known yet": the sweep reads them
+   from the originals); a library older than 4 would not honour the claims.
+5. the lexical index per namespace (`lexicon`) instead of one FTS5 table whose BM25
+   statistics spanned every namespace; built from the memories when opened.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+
+from tiered_memory.errors import ConfigurationError
+from tiered_memory.models import ArchiveRecord
+
+from . import lexicon, schema
+from .archive_rows import FLAGS_UNKNOWN, UPSERT, archive_row
+
+SCHEMA_VERSION = 5
+
+# Columns added to the archive table after it was first laid out (NULL in the rows
+# before), with schema version 4: `add_columns` adds them to older files, by presence,
+# so a version-4 file written before them gets them too (and such a library, which
+# names its columns, still writes the file, leaving them NULL: unknown).
+ADDED_COLUMNS = {"do_not_inject": "INTEGER", "superseded": "INTEGER"}
+
+
+def upgrade(conn: sqlite3.Connection, path: str) -> None:
+    """Create what is missing and convert what is old, in one transaction; refuse a
+    file written by a newer library."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in schema.STATEMENTS:
+            conn.execute(statement)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"{path} has schema version {row[0]}, newer than this library's "
+                f"{SCHEMA_VERSION}; upgrade tiered-memory"
+            )
+        if row is not None and int(row[0]) < 2:
+            migrate_v1(conn)
+        if row is not None and int(row[0]) < 3:
+            migrate_v2(conn)
+        add_columns(conn)  # by presence: also a version-4 file written before them
+        lexicon.ensure_current(conn)
+        if row is None or int(row[0]) < SCHEMA_VERSION:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def migrate_v1(conn: sqlite3.Connection) -> int:
+    """Convert an `archives` table of schema version 1 (pydantic JSON in `record`, the
+    summary embedding as float32) into the compact layout; returns the rows converted.
+    """
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(archives)")}
+    if "record" not in columns:
+        return 0
+    conn.execute("ALTER TABLE archives RENAME TO archives_v1")
+    conn.execute(schema.ARCHIVES)
+    converted = 0
+    for namespace, blob, body in conn.execute(
+        "SELECT namespace, summary_embedding, record FROM archives_v1 ORDER BY pk"
+    ).fetchall():
+        data = json.loads(body)
+        data["namespace"] = namespace
+        data["summary_embedding"] = (
+            None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist()
+        )
+        record = ArchiveRecord.model_validate(data)
+        conn.execute(UPSERT, archive_row(conn, namespace, record))
+        converted += 1
+    conn.execute("DROP TABLE archives_v1")
+    return converted
+
+
+def migrate_v2(conn: sqlite3.Connection) -> int:
+    """Move the inline `memories.embedding` blobs of a schema-1/2 file into
+    `memory_vectors`, byte for byte, and drop the column; returns the vectors moved.
+
+    The column is dropped (the table is rewritten once, a few seconds at 100k memories)
+    so no reader can see a stale copy; the pages it frees are reused by later writes.
+    """
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(memories)")}
+    if "embedding" not in columns:
+        return 0  # already split (a file whose archive table alone was rewritten)
+    moved = conn.execute(
+        "INSERT INTO memory_vectors (pk, embedding) "
+        "SELECT pk, embedding FROM memories WHERE embedding IS NOT NULL ORDER BY pk"
+    ).rowcount
+    conn.execute("ALTER TABLE memories DROP COLUMN embedding")
+    return int(moved)
+
+
+def add_columns(conn: sqlite3.Connection) -> list[str]:
+    """Add the `ADDED_COLUMNS` a file's `archives` table lacks; returns their names.
+
+    Their values are unknown (NULL) in the rows already there: the flags are read back
+    from each record's original by the sweep (`ArchivalPipeline.backfill_flags`)."""
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(archives)")}
+    added = [name for name in ADDED_COLUMNS if name not in columns]
+    for name in added:
+        conn.execute(f"ALTER TABLE archives ADD COLUMN {name} {ADDED_COLUMNS[name]}")
+    # the records still to backfill (`scan_archives(flags_unknown=True)`): empty once done
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS archives_flags_unknown ON archives (namespace, id) "
+        f"WHERE {FLAGS_UNKNOWN}"
+    )
+    return added

@@ -1,0 +1,488 @@
+"""The embeddings of the embedded store: the file's recorded dimension, and the
+in-memory matrices (`vectors`) kept in step with the file, that every vector search
+reads.
+
+The file holds the truth (`memory_vectors`, and the archive records' summary codes);
+the cache holds, per (namespace, tier) and per namespace's archive records, unit rows
+that one matrix product scores. It is updated in place by this store's writes
+(`refresh` after each, `refresh_moved` after a tier move), dropped on a rollback that
+undid cached writes, and when `PRAGMA data_version` shows another connection or process
+wrote to the file. The cheap filters are masks over the flags cached beside the rows;
+metadata filters run in SQL on growing batches of the best-scoring rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tiered_memory.errors import ConfigurationError, DimensionMismatchError
+from tiered_memory.models import LIVE_TIERS, MemoryType, Tier
+from tiered_memory.ports import Matrix, SearchFilter, Vector
+
+from .archive_rows import code_rows
+from .codes import CalibratedIndex
+from .database import SQLiteDatabase
+from .sql import IN_JSON, json_list, metadata_sql
+from .vectors import (
+    FORGOTTEN,
+    PINNED,
+    SUPERSEDED,
+    TYPE_CODES,
+    Mask,
+    Scores,
+    VectorCache,
+    VectorIndex,
+    flags_of,
+    unit,
+    unit_rows,
+)
+
+ARCHIVE_KEY = "archived"  # the cache partition of a namespace's archive records
+DEFAULT_CACHE_ROWS = 2_000_000
+# A move of more rows than this moves cached rows between partitions in bulk, or drops
+# the partitions it touches (`refresh_moved`), instead of patching them row by row: at
+# about 10 µs a row, patching 2000 rows costs what reloading a 2000-row partition costs.
+BULK_MOVE_ROWS = 2000
+_METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
+_QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the scores)
+# Each memory joined to its vector: memories without one are left out.
+_CACHE_COLUMNS = (
+    "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
+)
+_CACHE_FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
+
+
+def to_blob(vector: Vector) -> bytes:
+    """An embedding as stored: little-endian float32."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> Vector:
+    vector: Vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    return vector
+
+
+def check_dimension(dimension: int) -> int:
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise ConfigurationError(f"an embedding dimension is a positive integer, not {dimension!r}")
+    return dimension
+
+
+def batch_dimension(vectors: Iterable[Vector | None]) -> int | None:
+    """The one dimension of a batch's vectors (None without any)."""
+    dimension: int | None = None
+    for vector in vectors:
+        if vector is None:
+            continue
+        if dimension is None:
+            dimension = int(vector.size)
+        elif vector.size != dimension:
+            raise DimensionMismatchError(
+                f"one batch mixes {dimension}-d and {vector.size}-d embeddings"
+            )
+    return dimension
+
+
+def _row_flags(row: sqlite3.Row) -> int:
+    return flags_of(
+        bool(row["do_not_inject"]), row["superseded_by"] is not None, bool(row["pinned"])
+    )
+
+
+class VectorTable:
+    """The dimension and the vector cache of one open file; every method runs on a
+    connection its caller holds (`SQLiteDatabase.read`/`write`)."""
+
+    def __init__(self, database: SQLiteDatabase, *, cache_rows: int = DEFAULT_CACHE_ROWS) -> None:
+        self._db = database
+        self.cache = VectorCache(cache_rows)
+        self._data_version: int | None = None
+        self._dirty = False  # the cache holds writes not yet committed
+        database.on_rollback(self._rolled_back)
+        database.on_commit(self._committed)
+
+    def _rolled_back(self) -> None:
+        # Cached rows may mirror writes that no longer exist; a rejected batch that never
+        # reached the cache keeps it (reloading 100k vectors takes a second).
+        if self._dirty:
+            self.cache.clear()
+            self._dirty = False
+
+    def _committed(self) -> None:
+        self._dirty = False
+
+    # -- the dimension ---------------------------------------------------------------
+
+    @staticmethod
+    def dimension(conn: sqlite3.Connection) -> int | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
+        return None if row is None else int(row[0])
+
+    def record_dimension(self, conn: sqlite3.Connection, wanted: int) -> None:
+        """Record `wanted` as the file's dimension (`MemoryStore.ensure_dimension`): an
+        empty file takes any, one holding vectors of another size is refused."""
+        stored = self.dimension(conn)
+        if stored == wanted:
+            return
+        if stored is not None and not _empty(conn):
+            raise ConfigurationError(
+                f"{self._db.path} holds {stored}-d embeddings, not {wanted}-d ones: open "
+                f"it with the embedding model that wrote it (or dimension={stored}), "
+                "or use a new file"
+            )
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('dimension', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(wanted),),
+        )
+        self.cache.clear()  # no cached matrix may keep the old width
+
+    def fix_dimension(self, conn: sqlite3.Connection, dimension: int | None) -> None:
+        """Vectors written must have the recorded dimension (`record_dimension`); a store
+        used without the engine, which records none, takes its first vector's."""
+        if dimension is None:
+            return
+        stored = self.dimension(conn)
+        if stored is None:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('dimension', ?)", (dimension,))
+        elif stored != dimension:
+            raise DimensionMismatchError(
+                f"embedding has dimension {dimension}, but this store holds {stored}-d "
+                "vectors (use the same embedding model, or a new store)"
+            )
+
+    @staticmethod
+    def forget_dimension_if_empty(conn: sqlite3.Connection) -> None:
+        if _empty(conn):
+            conn.execute("DELETE FROM meta WHERE key = 'dimension'")
+
+    def query(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
+        """The unit query and the store's dimension (None while it holds no vector). The
+        query is finite and flat (the engine checked it); only its size is compared
+        with what this file holds."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1)
+        dim = self.dimension(conn)
+        if dim is None:
+            return None
+        if vector.size != dim:
+            raise DimensionMismatchError(
+                f"query vector has dimension {vector.size}, but this store holds {dim}-d "
+                "vectors (embed the query with the model used for the memories)"
+            )
+        return unit(vector), dim
+
+    def queries(self, conn: sqlite3.Connection, queries: Matrix) -> tuple[Matrix, int] | None:
+        """`query` for the rows of a matrix."""
+        dim = self.dimension(conn)
+        if dim is None:
+            return None
+        if queries.shape[1] != dim:
+            raise DimensionMismatchError(
+                f"query vectors have dimension {queries.shape[1]}, but this store holds "
+                f"{dim}-d vectors (embed them with the model used for the memories)"
+            )
+        return unit_rows(queries), dim
+
+    # -- the cache ---------------------------------------------------------------------
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        """Drop every cached matrix once another connection has written to the file."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self.cache.clear()
+            self._data_version = version
+
+    def partition(self, conn: sqlite3.Connection, ns: str, part: str, dim: int) -> VectorIndex:
+        """The cached matrix of one tier (or of the archive records), loaded on a miss."""
+        key = (ns, part)
+        index = self.cache.get(key)
+        if index is not None:
+            return index
+        if part == ARCHIVE_KEY:  # quantised codes (`codes`)
+            index = CalibratedIndex.of_codes(dim, code_rows(conn, ns))
+        else:
+            ids: list[str] = []
+            blobs: list[bytes] = []
+            flags: list[int] = []
+            types: list[int] = []
+            cursor = conn.execute(
+                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} WHERE m.namespace = ? AND m.tier = ?",
+                (ns, part),
+            )
+            for row in cursor:
+                ids.append(row["id"])
+                blobs.append(row["embedding"])
+                flags.append(_row_flags(row))
+                types.append(TYPE_CODES[MemoryType(row["memory_type"])])
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
+            index = VectorIndex.build(dim, ids, matrix.astype(np.float32), flags, types)
+        self.cache.put(key, index)
+        return index
+
+    def refresh(self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]) -> None:
+        """Bring the cached matrices of `ns` in step with the rows of `ids` (after a write
+        of memories or archive records)."""
+        loaded = [key for key in self.cache if key[0] == ns]
+        if not loaded or not ids:
+            return
+        self._dirty = True
+        indexes = {key[1]: self.cache.get(key) for key in loaded}
+        for index in indexes.values():
+            if index is not None:
+                for memory_id in ids:
+                    index.remove(memory_id)
+        if any(part != ARCHIVE_KEY for part in indexes):
+            for row in conn.execute(
+                f"SELECT {_CACHE_COLUMNS} FROM {_CACHE_FROM} "
+                f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                (ns, json_list(ids)),
+            ):
+                target = indexes.get(row["tier"])
+                if target is not None:
+                    target.add(
+                        row["id"],
+                        from_blob(row["embedding"]),
+                        _row_flags(row),
+                        TYPE_CODES[MemoryType(row["memory_type"])],
+                    )
+        archive = indexes.get(ARCHIVE_KEY)
+        if archive is not None:
+            if not isinstance(archive, CalibratedIndex):  # never: `partition` builds them
+                raise TypeError("the archive partition of the cache is not a CalibratedIndex")
+            archive.add_codes(code_rows(conn, ns, ids))
+
+    def refresh_moved(
+        self, conn: sqlite3.Connection, ns: str, ids: Sequence[str], target: Tier
+    ) -> None:
+        """Keep the cached vectors of `ns` in step after `ids` moved to `target`.
+
+        Up to BULK_MOVE_ROWS: patched row by row (`refresh`). More: the moved rows are
+        taken out of the cached partitions that hold them and appended to the target's
+        (already unit length: two numpy copies, no SQLite read), so the next search
+        finds a warm cache; dropping them made it reload 100k vectors (1.5 s). Moved
+        rows no cached partition held are read from the file when there are few, or the
+        target is dropped and reloaded by the next search. A move changes no flag, so
+        the moved rows' filters stay valid. Marks the cache dirty: a rollback clears it.
+        """
+        if len(ids) <= BULK_MOVE_ROWS:
+            self.refresh(conn, ns, ids)
+            return
+        live = {t.value for t in LIVE_TIERS}
+        keys = [key for key in self.cache if key[0] == ns and key[1] in live]
+        if not keys:
+            return
+        self._dirty = True
+        target_key = (ns, target.value)
+        destination = self.cache.get(target_key) if target_key in keys else None
+        placed: set[str] = set()
+        for key in keys:
+            if key == target_key:
+                continue
+            index = self.cache.get(key)
+            if index is None:
+                continue
+            taken = index.take(ids)
+            if destination is not None and taken.size:
+                destination.extend(taken)
+                placed.update(taken.ids)
+        if destination is None:
+            return
+        # Moved rows of a partition that was not cached: neither placed nor already there.
+        unplaced = [i for i in ids if i not in placed and i not in destination]
+        if not unplaced:
+            return
+        if len(unplaced) <= BULK_MOVE_ROWS:
+            self.refresh(conn, ns, unplaced)
+        else:
+            self.cache.drop([target_key])
+
+    def forget(self, namespace: str | None = None) -> None:
+        """Drop the cached matrices of `namespace` (of every namespace when None)."""
+        if namespace is None:
+            self.cache.clear()
+        else:
+            self.cache.drop(key for key in self.cache if key[0] == namespace)
+
+    # -- searching ---------------------------------------------------------------------
+
+    def best(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        parts: Sequence[str],
+        query: Vector,
+        *,
+        k: int,
+        filters: SearchFilter,
+    ) -> list[tuple[str, float]]:
+        """The k best (id, cosine) pairs over the partitions `parts` (tiers, or
+        ARCHIVE_KEY), best first, among the rows `filters` allow. Empty while the file
+        holds no vector."""
+        prepared = self.query(conn, query)
+        if prepared is None or not parts:
+            return []
+        q, dim = prepared
+        self.sync(conn)
+        best: list[tuple[str, float]] = []
+        for part in parts:
+            index = self.partition(conn, ns, part, dim)
+            if index.size == 0:
+                continue
+            scores, allowed = index.scores(q, _mask(index, filters))
+            if filters.metadata:
+                best.extend(_best_matching(conn, ns, part, index, scores, allowed, k, filters))
+            else:
+                best.extend(index.best(scores, min(k, allowed)))
+        best.sort(key=lambda pair: (-pair[1], pair[0]))
+        return best[:k]
+
+    def best_many(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        parts: Sequence[str],
+        queries: Matrix,
+        *,
+        k: int,
+        filters: SearchFilter,
+    ) -> list[list[tuple[str, float]]]:
+        """`best` for each row of `queries` (without metadata filters): one matrix
+        product per partition and block of queries instead of one pass per query."""
+        best: list[list[tuple[str, float]]] = [[] for _ in range(queries.shape[0])]
+        if not best or not parts:
+            return best
+        prepared = self.queries(conn, queries)
+        if prepared is None:
+            return best
+        units, dim = prepared
+        self.sync(conn)
+        for part in parts:
+            index = self.partition(conn, ns, part, dim)
+            if index.size == 0:
+                continue
+            mask = _mask(index, filters)
+            for start in range(0, units.shape[0], _QUERY_BLOCK):
+                block, allowed = index.scores_many(units[start : start + _QUERY_BLOCK], mask)
+                for j in range(block.shape[1]):
+                    column = np.ascontiguousarray(block[:, j])
+                    best[start + j].extend(index.best(column, min(k, allowed)))
+        for pairs in best:
+            pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+            del pairs[k:]
+        return best
+
+    def cosines(
+        self, conn: sqlite3.Connection, ns: str, query: Vector, ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Cosine of `query` to each live memory of `ids` that has an embedding: from
+        the cached unit rows, without reading and decoding the embeddings; ids in no
+        loaded partition are read from the file."""
+        prepared = self.query(conn, query)
+        if prepared is None:
+            return {}
+        q = prepared[0]
+        self.sync(conn)
+        out: dict[str, float] = {}
+        for tier in LIVE_TIERS:
+            index = self.cache.get((ns, tier.value))
+            if index is not None:
+                out.update(index.cosines(q, [i for i in ids if i not in out]))
+        missing = [i for i in ids if i not in out]
+        if missing:
+            for row in conn.execute(
+                f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
+                f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                (ns, json_list(missing)),
+            ):
+                out[row[0]] = float(unit(from_blob(row[1])) @ q)
+        return out
+
+
+def _empty(conn: sqlite3.Connection) -> bool:
+    return bool(
+        conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM memories) AND NOT EXISTS (SELECT 1 FROM archives)"
+        ).fetchone()[0]
+    )
+
+
+def _mask(index: VectorIndex, filters: SearchFilter) -> Mask | None:
+    """The cheap filters, answered from the flags cached beside the vectors."""
+    mask: Mask | None = None
+
+    def both(extra: Mask) -> None:
+        nonlocal mask
+        mask = extra if mask is None else mask & extra
+
+    hidden = (0 if filters.include_forgotten else FORGOTTEN) | (
+        0 if filters.include_superseded else SUPERSEDED
+    )
+    if hidden:
+        both(index.without_flags(hidden))
+    if filters.pinned is not None:
+        both(index.with_flags(PINNED, filters.pinned))
+    if filters.memory_types is not None:
+        both(index.of_types(TYPE_CODES[t] for t in filters.memory_types))
+    if filters.ids is not None:
+        both(index.of_ids(filters.ids))
+    return mask
+
+
+def _best_matching(
+    conn: sqlite3.Connection,
+    ns: str,
+    part: str,
+    index: VectorIndex,
+    scores: Scores,
+    allowed: int,
+    k: int,
+    filters: SearchFilter,
+) -> list[tuple[str, float]]:
+    """Top k that pass the metadata filters (which only SQL can evaluate).
+
+    The best-scoring rows are checked in growing batches; once k rows of a
+    best-first prefix pass, no row outside it can beat them, so this is exact.
+    A filter so selective that batches reach a quarter of the partition is
+    checked once over the whole partition instead. The archive partition's rows
+    are archive records, whose metadata column has the same encoding.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    for condition in filters.metadata:
+        sql, values = metadata_sql(condition)
+        clauses.append(sql)
+        params.extend(values)
+    conditions = " AND ".join(clauses)
+    table = "archives" if part == ARCHIVE_KEY else "memories"
+    batch = k * _METADATA_BATCH
+    while batch * _METADATA_BATCH <= allowed:
+        candidates = index.best(scores, batch)
+        ids = json_list(i for i, _ in candidates)
+        passing = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT m.id FROM {table} AS m WHERE m.namespace = ? "
+                f"AND m.id {IN_JSON} AND {conditions}",
+                (ns, ids, *params),
+            )
+        }
+        matched = [pair for pair in candidates if pair[0] in passing]
+        if len(matched) >= k:
+            return matched[:k]
+        batch *= _METADATA_BATCH
+    tier: tuple[str, ...] = () if part == ARCHIVE_KEY else (part,)
+    everywhere = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT m.id FROM {table} AS m WHERE m.namespace = ?"
+            f"{' AND m.tier = ?' if tier else ''} AND {conditions}",
+            (ns, *tier, *params),
+        )
+    }
+    usable = index.of_ids(everywhere) & np.isfinite(scores)
+    count = int(np.count_nonzero(usable))
+    return index.best(np.where(usable, scores, -np.inf).astype(np.float32), min(k, count))
