@@ -1134,7 +1134,7 @@ class SQLiteMemoryStore(SQLiteSweepMixin, SQLiteArchiveMixin, SQLiteArchivalMixi
         parts = tier_values(frozenset(query.tiers) & LIVE_TIERS)
         if not parts:
             return []
-        clauses, params = scan_sql(query)
+        clauses, params = scan_sql(query, "m")
         where = "".join(f" AND {c}" for c in clauses)
         # One query per tier: each can walk its (namespace, tier, ...) index, where a
         # `tier IN (...)` query would scan the whole namespace in id order. Merging the

@@ -49,11 +49,11 @@ from tiered_memory.errors import (
     ValidationError,
 )
 from tiered_memory.models import ArchiveRecord, Link, LinkKind, Memory, MemoryType
-from tiered_memory.ports import Matrix, ScoredArchive, SearchFilter, Vector
+from tiered_memory.ports import Matrix, MetadataFilter, ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_vector
 from tiered_memory.validation import check_namespace as _namespace
 
-from .sqlite_query import IN_JSON, from_us, json_list, to_us, to_us_or_none
+from .sqlite_query import IN_JSON, from_us, json_list, metadata_sql, to_us, to_us_or_none
 from .sqlite_vectors import TYPE_CODES, Mask, Scores, VectorIndex, flags_of
 
 if TYPE_CHECKING:
@@ -696,6 +696,7 @@ class SQLiteArchiveMixin:
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
+        metadata: tuple[MetadataFilter, ...] = (),
     ) -> list[ArchiveRecord]:
         ns = _namespace(namespace)
         check_k(limit, "limit")
@@ -703,6 +704,10 @@ class SQLiteArchiveMixin:
         params: tuple[Any, ...] = (ns,) if after_id is None else (ns, after_id)
         if flags_unknown:
             where += f" AND {_FLAGS_UNKNOWN}"
+        for condition in metadata:
+            sql, values = metadata_sql(condition, "archives")
+            where += f" AND {sql}"
+            params += tuple(values)
         await self._db.gate()
         with self._db.read() as conn:
             rows = conn.execute(
