@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_tiered_memory import TieredMemoryMiddleware, create_memory_tools
-from langchain_tiered_memory.middleware import CaptureRules, TypeRule
+from langchain_tiered_memory.middleware import CaptureRules, TypeRule, captures_of
 from tests.langchain.fakes import RecordingChatModel
 from tiered_memory import ConfigurationError, MemoryInput, MemoryType, TieredMemory
 
@@ -78,7 +78,7 @@ def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:
         ToolMessage("- Ava is vegetarian", tool_call_id="c1"),
         AIMessage("Ava is vegetarian, so a risotto works. Enjoy!"),
     ]
-    captures = CaptureRules().extract(messages)  # type: ignore[arg-type]
+    captures = captures_of(messages, CaptureRules())  # type: ignore[arg-type]
     assert [(c.role, c.content, c.memory_type) for c in captures] == [
         ("user", "My daughter is called Ava.", MemoryType.FACTUAL),
         ("assistant", "Ava is vegetarian, so a risotto works.", MemoryType.FACTUAL),
@@ -91,10 +91,10 @@ def test_requests_chit_chat_and_restated_memories_are_not_captured() -> None:
         AIMessage("Your daughter is called Ava. I don't know your calendar. Tea is pinned now."),
     ]
     recalled = "- Your daughter is called Ava\n- The user likes tea"
-    captures = CaptureRules().extract(messages, recalled)  # type: ignore[arg-type]
+    captures = captures_of(messages, CaptureRules(), recalled)  # type: ignore[arg-type]
     assert [c.content for c in captures] == ["Tea is pinned now."]
     rules = CaptureRules(skip_patterns=())
-    assert len(rules.extract(messages)) == 5  # type: ignore[arg-type]
+    assert len(captures_of(messages, rules)) == 5  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="regular expression"):
         CaptureRules(skip_patterns=("[",))
 
@@ -102,7 +102,7 @@ def test_requests_chit_chat_and_restated_memories_are_not_captured() -> None:
 def test_assistant_capture_can_be_turned_off() -> None:
     rules = CaptureRules(capture_assistant=False)
     messages: list[BaseMessage] = [HumanMessage("Hello there"), AIMessage("Paris is in France.")]
-    assert rules.extract(messages) == []  # type: ignore[arg-type]
+    assert captures_of(messages, rules) == []  # type: ignore[arg-type]
 
 
 # -- the agent ----------------------------------------------------------------------
