@@ -23,28 +23,13 @@ from langchain_tiered_memory import (
     TieredMemoryVectorStore,
     create_memory_tools,
 )
-from tests.faces_bolt import (  # fixtures, registered under these names
-    bolt_backend,
-    bolt_settings,
-    falkordb_server,
-    graph_failures,
-    loopback_only,
-    namespace,
-    open_sync,
-)
+from tests.faces_bolt import *  # noqa: F403  (the Bolt fixtures, by their names)
+from tests.faces_bolt import open_sync
 from tiered_memory import HashingEmbedder, ManualClock, TieredMemory
 
 from .fakes import RecordingChatModel
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(120)]
-__all__ = [
-    "bolt_backend",
-    "bolt_settings",
-    "falkordb_server",
-    "graph_failures",
-    "loopback_only",
-    "namespace",
-]
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=timezone.utc)
 EMBEDDER = HashingEmbedder()

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_tiered_memory import TieredMemoryMiddleware, create_memory_tools
-from langchain_tiered_memory.middleware import CaptureRules, TypeRule, captures_of
+from langchain_tiered_memory.middleware import CaptureRules, captures_of
 from tests.langchain.fakes import RecordingChatModel
 from tiered_memory import ConfigurationError, MemoryInput, MemoryType, TieredMemory
 
@@ -56,17 +56,6 @@ def _say(agent: Any, text: str, *, user: str, thread: str) -> dict[str, Any]:
 )
 def test_memory_type_rules(sentence: str, expected: MemoryType | None) -> None:
     assert CaptureRules().detect_type(sentence) is expected
-
-
-def test_rules_are_configurable() -> None:
-    rules = CaptureRules(
-        type_rules=(TypeRule(memory_type=MemoryType.PROJECT, pattern=r"\bsprint\b"),),
-        default_type=None,
-    )
-    assert rules.detect_type("The sprint ends Friday") is MemoryType.PROJECT
-    assert rules.detect_type("My daughter is called Ava") is None
-    with pytest.raises(ValueError, match="pattern"):
-        TypeRule(memory_type=MemoryType.FACTUAL, pattern="(unclosed")
 
 
 def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:

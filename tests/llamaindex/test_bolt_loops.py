@@ -24,29 +24,13 @@ from llamaindex_tiered_memory import (
     TieredMemoryRetriever,
     TieredMemoryVectorStore,
 )
-from tests.faces_bolt import (  # fixtures, registered under these names
-    bolt_backend,
-    bolt_settings,
-    falkordb_server,
-    graph_failures,
-    loopback_only,
-    namespace,
-    open_async,
-    open_sync,
-)
+from tests.faces_bolt import *  # noqa: F403  (the Bolt fixtures, by their names)
+from tests.faces_bolt import open_async, open_sync
 from tiered_memory import AsyncTieredMemory, ConfigurationError, ManualClock, TieredMemory
 
 from .helpers import HashingEmbedding
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(120)]
-__all__ = [
-    "bolt_backend",
-    "bolt_settings",
-    "falkordb_server",
-    "graph_failures",
-    "loopback_only",
-    "namespace",
-]
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DOCS = [

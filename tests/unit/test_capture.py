@@ -76,6 +76,10 @@ def test_custom_rules_replace_the_word_list() -> None:
     assert rules.detect_type("My daughter is called Ava") is None
     assert detect_type("My daughter is called Ava", rules=rules) is F
     assert detect_type("The sprint ends Friday", rules=rules) is MemoryType.PROJECT
+    with pytest.raises(ValueError, match="pattern"):
+        TypeRule(memory_type=MemoryType.FACTUAL, pattern="(unclosed")
+    with pytest.raises(ValueError, match="regular expression"):
+        CaptureRules(skip_patterns=("[",))
 
 
 def test_a_turn_keeps_statements_and_drops_requests_chit_chat_and_restatements() -> None:
