@@ -1306,21 +1306,17 @@ class MemoryStoreContract:
         assert await self.archived_ids(store, namespace, filters) == expected
 
     @pytest.mark.parametrize(
-        ("metadata", "conditions", "expected"),
+        "case",
         [(METADATA, *case) for case in METADATA_CASES]
         + [(NUL_METADATA, *case) for case in NUL_METADATA_CASES],
     )
     async def test_listings_honour_metadata_filters_as_searches_do(
-        self,
-        store: MemoryStore,
-        namespace: str,
-        metadata: dict[str, dict[str, Any]],
-        conditions: tuple[MetadataFilter, ...],
-        expected: set[str],
+        self, store: MemoryStore, namespace: str, case: tuple[Any, ...]
     ) -> None:
         """`scan` and `scan_archives` filter metadata in the store's query with the
         search semantics, so a page holds `limit` matches (the engine's `list` and
         `iterate` page through them)."""
+        metadata, conditions, expected = case
         await self.put(
             store, namespace, *(self.memory(i, metadata=meta) for i, meta in metadata.items())
         )
