@@ -1,34 +1,26 @@
 """Small helpers shared by the LangChain classes; no memory rule lives here.
 
-Each class writes its logic once, as a coroutine over the async engine, and its sync
-method runs that coroutine on the `TieredMemory` facade's own loop, the loop the
-backends were opened on (as the facade itself does for its methods).
+Each class writes its logic once, as a coroutine over the async engine, and runs it on
+the `TieredMemory` facade's own loop, where the backends were opened (a Neo4j or
+Weaviate client is bound to that loop): `memory.run(...)` from its sync methods,
+`await memory.arun(...)` from its async ones, which leaves the caller's loop free.
+Whatever a coroutine needs from the caller's context (the run's namespace, its thread
+id) is read before it is handed over: context variables stay on the caller's side.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, ensure_config
 
-from tiered_memory import ConfigurationError, Hit, TieredMemory
-
-T = TypeVar("T")
+from tiered_memory import ConfigurationError, Hit
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_NAMESPACE_KEY = "user_id"
-
-
-def run_sync(memory: TieredMemory, coro: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine of `memory.aio` to completion from sync code.
-
-    The core has no public "run this coroutine on the facade's loop" call yet, so this
-    uses the facade's loop thread directly: the one private attribute this package touches.
-    """
-    return memory._loop.run(coro)
 
 
 def hit_metadata(hit: Hit) -> dict[str, Any]:

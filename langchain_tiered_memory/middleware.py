@@ -4,12 +4,13 @@ The two hooks of seed 002. Before the agent runs, the memory recalls for the use
 latest message (once per run, so a tool loop does not count the same memories as used
 again and again) and every model call of the run gets that context in its system
 prompt. After the run, the user's statements and the assistant's conclusions are
-captured as HOT memories through the engine's `add_many`, which deduplicates.
+captured as HOT memories through the engine's `add_many`, which deduplicates. What is
+worth capturing, and as which type, is the core's `CaptureRules` (`tiered_memory.capture`),
+the rules the LlamaIndex memory block and note import use too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, cast
 
@@ -17,12 +18,12 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain.agents.middleware.types import ContextT, OmitFromInput, ResponseT
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import NotRequired
 
-from tiered_memory import MemoryInput, MemoryType, TieredMemory
+from tiered_memory import MemoryInput, TieredMemory
+from tiered_memory.capture import Capture, CaptureRules, TypeRule
 
-from ._common import namespace_source, run_namespace, run_sync, thread_id
+from ._common import namespace_source, run_namespace, thread_id
 from .tools import create_memory_tools
 
 DEFAULT_HEADER = (
@@ -30,157 +31,24 @@ DEFAULT_HEADER = (
     "by relevance). Use it when it helps; it may be out of date.\n{memories}"
 )
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+def last_turn(messages: Sequence[AnyMessage]) -> tuple[str | None, str | None]:
+    """The texts of the last turn: the user's last message and the assistant's final
+    answer after it (tool calls and tool results are not conclusions)."""
+    start = _last_human_index(messages)
+    if start is None:
+        return None, None
+    answer = _final_answer(messages[start + 1 :])
+    return messages[start].text, answer.text if answer is not None else None
 
 
-def _compiles(pattern: str) -> str:
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {e}") from e
-    return pattern
-
-
-class TypeRule(BaseModel):
-    """A sentence matching `pattern` (a case-insensitive regex) is of `memory_type`."""
-
-    model_config = ConfigDict(frozen=True)
-
-    memory_type: MemoryType
-    pattern: str
-
-    @field_validator("pattern")
-    @classmethod
-    def _valid(cls, v: str) -> str:
-        return _compiles(v)
-
-
-_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
-
-DEFAULT_TYPE_RULES: tuple[TypeRule, ...] = (
-    TypeRule(
-        memory_type=MemoryType.PROCEDURAL,
-        pattern=r"\b(?:always|never|prefers?|preferred|don't|do not|must|should)\b",
-    ),
-    TypeRule(
-        memory_type=MemoryType.EPISODIC,
-        pattern=(
-            r"\b(?:yesterday|today|tonight|tomorrow|ago|last (?:night|week|month|year)"
-            rf"|this (?:morning|afternoon|evening|week)|(?:on |last |next ){_WEEKDAY})\b"
-            rf"|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?\b"
-        ),
-    ),
-    TypeRule(
-        memory_type=MemoryType.FACTUAL,
-        pattern=r"\b(?:is|are|was|were|am|called|named|lives?|works?|has|have)\b",
-    ),
-)
-
-
-class Capture(BaseModel):
-    """One sentence a finished turn offers to long-term memory."""
-
-    content: str
-    memory_type: MemoryType
-    role: str
-
-
-DEFAULT_SKIP_PATTERNS: tuple[str, ...] = (
-    # requests to the assistant, memory commands included: acted on, not facts
-    r"^(?:please\s+)?(?:can|could|would|will) you\b",
-    r"^(?:please\s+)?(?:pin|unpin|forget|restore|promote|demote|remind|tell|show)\b",
-    # chit-chat and the assistant's own uncertainty
-    r"^(?:got it|thanks|thank you|noted|sure|okay|ok|hello|hi|hey)\b",
-    r"\bI (?:don't|do not|didn't) (?:know|remember|have)\b",
-    r"\bI(?:'m| am) not sure\b",
-)
-
-
-class CaptureRules(BaseModel):
-    """What of a finished turn is worth keeping, and as which memory type.
-
-    A sentence is kept when it is a statement (not a question), has at least
-    `min_words` words, matches none of `skip_patterns` (requests, memory commands,
-    chit-chat), and matches one of `type_rules` (first match wins: by default
-    "always/never/prefer" is procedural, dates and "yesterday" episodic,
-    "is/are/called" factual). A user sentence matching no type rule is kept as
-    `default_type`, or dropped when that is None. An assistant sentence must match a
-    type rule, and is dropped when it only restates a memory injected for this turn:
-    repeating what was recalled is not a new conclusion.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    type_rules: tuple[TypeRule, ...] = DEFAULT_TYPE_RULES
-    skip_patterns: tuple[str, ...] = DEFAULT_SKIP_PATTERNS
-    default_type: MemoryType | None = MemoryType.EPISODIC
-    capture_user: bool = True
-    capture_assistant: bool = True
-    min_words: int = Field(default=3, ge=1)
-    max_chars: int = Field(default=1000, ge=1)
-    importance: float | None = Field(default=None, ge=0.0, le=1.0)
-    """Importance of captured memories; None keeps the memory policy's default."""
-
-    @field_validator("skip_patterns")
-    @classmethod
-    def _all_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in patterns:
-            _compiles(pattern)
-        return patterns
-
-    def detect_type(self, sentence: str) -> MemoryType | None:
-        for rule in self.type_rules:
-            if re.search(rule.pattern, sentence, flags=re.IGNORECASE):
-                return rule.memory_type
-        return None
-
-    def sentences(self, text: str) -> list[str]:
-        """Statements of `text` long enough to mean something on their own."""
-        out: list[str] = []
-        for raw in _SENTENCE_END.split(text):
-            sentence = raw.strip()
-            if not sentence or sentence.endswith("?") or len(sentence) > self.max_chars:
-                continue
-            if len(sentence.split()) < self.min_words:
-                continue
-            if any(re.search(p, sentence, flags=re.IGNORECASE) for p in self.skip_patterns):
-                continue
-            out.append(sentence)
-        return out
-
-    def extract(self, messages: Sequence[AnyMessage], recalled: str = "") -> list[Capture]:
-        """The captures of the last turn: the user's last message and the assistant's
-        final answer after it (tool calls and tool results are not conclusions).
-
-        `recalled` is the memory text injected for the turn.
-        """
-        start = _last_human_index(messages)
-        if start is None:
-            return []
-        turn = messages[start:]
-        captures: list[Capture] = []
-        if self.capture_user:
-            for sentence in self.sentences(turn[0].text):
-                kind = self.detect_type(sentence) or self.default_type
-                if kind is not None:
-                    captures.append(Capture(content=sentence, memory_type=kind, role="user"))
-        if self.capture_assistant:
-            answer = _final_answer(turn[1:])
-            known = [_normal(line[2:]) for line in recalled.splitlines() if line.startswith("- ")]
-            if answer is not None:
-                for sentence in self.sentences(answer.text):
-                    kind = self.detect_type(sentence)
-                    restated = any(k and k in _normal(sentence) for k in known)
-                    if kind is not None and not restated:
-                        captures.append(
-                            Capture(content=sentence, memory_type=kind, role="assistant")
-                        )
-        return captures
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.lower().split()).strip(" .!")
+def captures_of(
+    messages: Sequence[AnyMessage], rules: CaptureRules, recalled: str = ""
+) -> list[Capture]:
+    """What `rules` keep of the last turn of `messages`; `recalled` is the memory text
+    injected for the turn (restating it is not a new conclusion)."""
+    user, answer = last_turn(messages)
+    return rules.capture(user, answer, recalled)
 
 
 def _last_human_index(messages: Sequence[AnyMessage]) -> int | None:
@@ -293,12 +161,12 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
     def before_agent(
         self, state: TieredMemoryState[ResponseT], runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
-        return run_sync(self.memory, self._recall(state, self._namespace(runtime)))
+        return self.memory.run(self._recall(state, self._namespace(runtime)))
 
     async def abefore_agent(
         self, state: TieredMemoryState[ResponseT], runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
-        return await self._recall(state, self._namespace(runtime))
+        return await self.memory.arun(self._recall(state, self._namespace(runtime)))
 
     async def _recall(self, state: TieredMemoryState[ResponseT], namespace: str) -> dict[str, Any]:
         query = latest_user_text(state["messages"])
@@ -347,20 +215,20 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
         self, state: TieredMemoryState[ResponseT], runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
         if self.capture:
-            run_sync(self.memory, self._capture(state, self._namespace(runtime), thread_id()))
+            self.memory.run(self._capture(state, self._namespace(runtime), thread_id()))
         return None
 
     async def aafter_agent(
         self, state: TieredMemoryState[ResponseT], runtime: Runtime[ContextT]
     ) -> dict[str, Any] | None:
         if self.capture:
-            await self._capture(state, self._namespace(runtime), thread_id())
+            await self.memory.arun(self._capture(state, self._namespace(runtime), thread_id()))
         return None
 
     async def _capture(
         self, state: TieredMemoryState[ResponseT], namespace: str, thread: str | None
     ) -> None:
-        captures = self.rules.extract(state["messages"], state.get("memory_context") or "")
+        captures = captures_of(state["messages"], self.rules, state.get("memory_context") or "")
         if not captures:
             return
         importance: dict[str, Any] = (
@@ -377,3 +245,15 @@ class TieredMemoryMiddleware(AgentMiddleware[TieredMemoryState[ResponseT], Conte
             for c in captures
         ]
         await self.memory.aio.add_many(items, namespace=namespace)
+
+
+__all__ = [
+    "Capture",
+    "CaptureRules",
+    "TieredMemoryMiddleware",
+    "TieredMemoryState",
+    "TypeRule",
+    "captures_of",
+    "last_turn",
+    "latest_user_text",
+]

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from tiered_memory import TieredMemory, ValidationError
 
-from ._common import hit_document, namespace_source, run_namespace, run_sync
+from ._common import hit_document, namespace_source, run_namespace
 
 _OVERRIDABLE = frozenset({"k", "namespace", "budget_tokens", "deep"})
 _IGNORED = frozenset({"verbose"})  # BaseRetriever.invoke forwards it to us
@@ -50,7 +50,7 @@ class TieredMemoryRetriever(BaseRetriever):
     """
 
     memory: TieredMemory
-    """The memory to read; its async engine (`memory.aio`) serves `ainvoke`."""
+    """The memory to read; `ainvoke` runs on its own loop, leaving the caller's free."""
     namespace: str | None = None
     """One fixed namespace for every call; not together with `namespace_key`."""
     namespace_key: str | None = None
@@ -104,12 +104,12 @@ class TieredMemoryRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        return run_sync(self.memory, self._retrieve(query, kwargs))
+        return self.memory.run(self._retrieve(query, kwargs))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        return await self._retrieve(query, kwargs)
+        return await self.memory.arun(self._retrieve(query, kwargs))
 
     async def _retrieve(self, query: str, overrides: dict[str, Any]) -> list[Document]:
         unknown = set(overrides) - _OVERRIDABLE - _IGNORED

@@ -16,7 +16,11 @@ this adapter lets them use tiered memory unchanged. The mapping:
   starts in HOT again); `put(..., None)` deletes it;
 - `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
   needed, archived summaries when nothing else fits) and its score is the memory's
-  final score; without a query it lists items in key order.
+  final score; without a query it lists items in key order. A filter means the same
+  either way: the core's metadata filters, applied in the store's own query.
+
+Every operation runs on the memory's own loop (`memory.run`, `await memory.arun`),
+where its backends were opened.
 """
 
 from __future__ import annotations
@@ -46,16 +50,16 @@ from tiered_memory import (
     Memory,
     NotFoundError,
     PathNamespace,
+    Tier,
     TieredMemory,
     ValidationError,
     validation,
 )
 from tiered_memory.ports import FilterOp, MetadataFilter
 
-from ._common import run_sync
-
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
+_LIVE = (Tier.HOT, Tier.WARM, Tier.COLD)
 _OPERATORS: dict[str, FilterOp] = {
     "$eq": "eq",
     "$ne": "ne",
@@ -123,9 +127,12 @@ class TieredMemoryStore(BaseStore):
     # -- batch ------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run_sync(self.memory, self.abatch(ops))
+        return self.memory.run(self._batch(ops))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self.memory.arun(self._batch(ops))
+
+    async def _batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops in order; a read sees the writes of earlier ops of the batch."""
         ops = validation.check_list(ops, "ops")
         for op in ops:
@@ -206,32 +213,24 @@ class TieredMemoryStore(BaseStore):
             found.sort(key=lambda item: item.score or 0.0, reverse=True)
         else:
             for ns in namespaces:
-                found.extend(await self._scan(ns, op.filter, wanted - len(found)))
+                found.extend(await self._scan(ns, conditions, wanted - len(found)))
                 if len(found) >= wanted:
                     break
         return found[op.offset : wanted]
 
     async def _scan(
-        self, ns: tuple[str, ...], filter: Mapping[str, Any] | None, limit: int
+        self, ns: tuple[str, ...], conditions: list[MetadataFilter], limit: int
     ) -> list[SearchItem]:
-        """Items of one namespace in key order, as a filtered listing.
-
-        The engine's `list` takes no metadata filter, so the filter is applied here,
-        with LangGraph's own matching rules, page by page.
-        """
+        """The first `limit` live, unforgotten items of one namespace in key order."""
         out: list[SearchItem] = []
-        after: str | None = None
-        name = self.encode_namespace(ns)
-        while len(out) < limit:
-            page = await self.memory.aio.list(namespace=name, after_id=after, limit=_PAGE)
-            for memory in page:
-                if not memory.do_not_inject and matches_filter(memory.metadata, filter):
-                    out.append(_search_item(memory, ns, None))
-                    if len(out) >= limit:
-                        break
-            if len(page) < _PAGE:
-                break
-            after = page[-1].id
+        items = self.memory.aio.iterate(
+            namespace=self.encode_namespace(ns), tiers=_LIVE, metadata=conditions, page=_PAGE
+        )
+        async for memory in items:
+            if not memory.do_not_inject:
+                out.append(_search_item(memory, ns, None))
+                if len(out) >= limit:
+                    break
         return out
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -328,25 +327,6 @@ def _check_scalar(key: str, value: Any) -> None:
             f"cannot filter {key!r} on a nested object or list; filter on a top-level "
             "scalar value (put the field at the top level of the item's value)"
         )
-
-
-def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """LangGraph's filter semantics, for listings without a query."""
-    conditions = translate_filter(filter)
-    return all(_holds(value, c) for c in conditions)
-
-
-def _holds(value: Mapping[str, Any], c: MetadataFilter) -> bool:
-    actual: Any = value.get(c.key)
-    if c.op == "eq":
-        return bool(actual == c.value)
-    if c.op == "ne":
-        return bool(actual != c.value)
-    try:
-        a, b = float(actual), float(c.value)
-    except (TypeError, ValueError):
-        return False
-    return {"gt": a > b, "gte": a >= b, "lt": a < b, "lte": a <= b}[c.op]
 
 
 def _namespace_matches(condition: MatchCondition, ns: tuple[str, ...]) -> bool:

@@ -25,7 +25,7 @@ from tiered_memory import (
     TieredMemoryError,
 )
 
-from ._common import namespace_source, run_namespace, run_sync
+from ._common import namespace_source, run_namespace
 
 TierName = Literal["hot", "warm", "cold", "archived"]
 MemoryTypeName = Literal["procedural", "factual", "project", "episodic"]
@@ -168,7 +168,7 @@ class MemoryTool(BaseTool):
         self, *args: Any, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any
     ) -> str:
         # The namespace is read here, in the caller's thread, where the run's context is.
-        return run_sync(self.memory, self._guarded(self._resolve_namespace(), args, kwargs))
+        return self.memory.run(self._guarded(self._resolve_namespace(), args, kwargs))
 
     async def _arun(
         self,
@@ -176,7 +176,7 @@ class MemoryTool(BaseTool):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> str:
-        return await self._guarded(self._resolve_namespace(), args, kwargs)
+        return await self.memory.arun(self._guarded(self._resolve_namespace(), args, kwargs))
 
     async def _guarded(
         self, namespace: str, positional: tuple[Any, ...], kwargs: dict[str, Any]

@@ -20,18 +20,15 @@ from tiered_memory import (
     Hit,
     Memory,
     MemoryInput,
-    NotFoundError,
     Policy,
-    Tier,
     TieredMemory,
     ValidationError,
     validation,
 )
 from tiered_memory.embeddings import LangChainEmbedder
-from tiered_memory.ports import Clock, SearchFilter
-from tiered_memory.retrieval import SearchPlan
+from tiered_memory.ports import Clock
 
-from ._common import DEFAULT_NAMESPACE, run_sync
+from ._common import DEFAULT_NAMESPACE
 
 _SEARCH_OPTIONS = frozenset({"filter", "deep", "include_archived"})
 
@@ -64,7 +61,9 @@ class TieredMemoryVectorStore(VectorStore):
 
     Build one with `TieredMemoryVectorStore.embedded(path, embedding)` or
     `from_texts(...)`, or wrap a memory you already have:
-    `TieredMemoryVectorStore(memory=mem, namespace="docs")`.
+    `TieredMemoryVectorStore(memory=mem, namespace="docs")`. Every method runs on the
+    memory's own loop, where its backends were opened; the async ones await it from
+    the caller's loop without blocking it.
     """
 
     def __init__(
@@ -138,8 +137,8 @@ class TieredMemoryVectorStore(VectorStore):
     def embeddings(self) -> Embeddings | None:
         if self._embedding is not None:
             return self._embedding
-        wrapped = getattr(self.memory.aio.embedder, "embeddings", None)
-        return wrapped if isinstance(wrapped, Embeddings) else None
+        model = self.memory.aio.embedding_model
+        return model if isinstance(model, Embeddings) else None
 
     # -- adding ---------------------------------------------------------------------
 
@@ -152,7 +151,7 @@ class TieredMemoryVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[str]:
         items = _inputs(texts, metadatas, ids)
-        return run_sync(self.memory, self._aupsert(items))
+        return self.memory.run(self._upsert(items))
 
     async def aadd_texts(
         self,
@@ -162,51 +161,39 @@ class TieredMemoryVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
-        return await self._aupsert(_inputs(texts, metadatas, ids))
+        return await self.memory.arun(self._upsert(_inputs(texts, metadatas, ids)))
 
-    async def _aupsert(self, items: list[MemoryInput]) -> list[str]:
-        # A vector store replaces an existing id: the engine's atomic replace, so a
-        # batch that fails validation or embedding changes nothing. A replaced
-        # document starts over in HOT.
-        added = await self.memory.aio.add_many(
-            items, namespace=self.namespace, dedup=False, replace=True
-        )
+    async def _upsert(self, items: list[MemoryInput]) -> list[str]:
+        # A vector store replaces an existing id: the engine's atomic upsert, so a batch
+        # that fails validation or embedding changes nothing. A replaced document
+        # starts over in HOT.
+        added = await self.memory.aio.upsert_many(items, namespace=self.namespace)
         return [m.id for m in added]
 
     # -- deleting and reading by id -------------------------------------------------
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        return run_sync(self.memory, self.adelete(ids, **kwargs))
+        return self.memory.run(self._delete(ids))
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return await self.memory.arun(self._delete(ids))
+
+    async def _delete(self, ids: list[str] | None) -> bool:
         """Hard-delete these documents (unknown ids are fine); None deletes them all."""
         engine = self.memory.aio
-        targets = list(ids) if ids is not None else await self._all_ids()
-        for doc_id in targets:
-            try:
-                await engine.forget(doc_id, namespace=self.namespace, hard=True)
-            except NotFoundError:
-                continue
+        if ids is None:
+            await engine.clear(namespace=self.namespace)
+        else:
+            await engine.forget_many(ids, namespace=self.namespace, hard=True)
         return True
 
-    async def _all_ids(self) -> list[str]:
-        out: list[str] = []
-        for tier in (None, Tier.ARCHIVED):
-            after: str | None = None
-            while True:
-                page = await self.memory.aio.list(
-                    namespace=self.namespace, tier=tier, after_id=after, limit=500
-                )
-                out.extend(m.id for m in page)
-                if len(page) < 500:
-                    break
-                after = page[-1].id
-        return out
-
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return run_sync(self.memory, self.aget_by_ids(ids))
+        return self.memory.run(self._get_by_ids(ids))
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return await self.memory.arun(self._get_by_ids(ids))
+
+    async def _get_by_ids(self, ids: Sequence[str]) -> list[Document]:
         out: list[Document] = []
         seen: set[str] = set()
         for doc_id in validation.check_ids(ids):
@@ -234,11 +221,29 @@ class TieredMemoryVectorStore(VectorStore):
         Keyword arguments: `filter` (a dict of metadata equalities, or a list of
         `tiered_memory.ports.MetadataFilter`), `deep`, `include_archived`.
         """
-        return run_sync(self.memory, self.asimilarity_search_with_score(query, k, **kwargs))
+        return self.memory.run(self._search(query, None, k, kwargs))
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
+        return await self.memory.arun(self._search(query, None, k, kwargs))
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in self.memory.run(self._search("", embedding, k, kwargs))]
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[Document]:
+        scored = await self.memory.arun(self._search("", embedding, k, kwargs))
+        return [doc for doc, _ in scored]
+
+    async def _search(
+        self, query: str, embedding: Sequence[float] | None, k: int, kwargs: dict[str, Any]
+    ) -> list[tuple[Document, float]]:
+        """The engine's ranked search; a vector the caller embedded replaces the query's
+        embedding (with a blank query, so no lexical signal)."""
         _check_options(kwargs)
         hits = await self.memory.aio.search(
             query,
@@ -247,42 +252,9 @@ class TieredMemoryVectorStore(VectorStore):
             metadata=kwargs.get("filter"),
             deep=kwargs.get("deep", False),
             include_archived=kwargs.get("include_archived", False),
+            query_embedding=embedding,
         )
         return _scored(hits)
-
-    def similarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, **kwargs: Any
-    ) -> list[Document]:
-        return run_sync(self.memory, self.asimilarity_search_by_vector(embedding, k, **kwargs))
-
-    async def asimilarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, **kwargs: Any
-    ) -> list[Document]:
-        return [doc for doc, _ in await self._asearch_vector(embedding, k, kwargs)]
-
-    async def _asearch_vector(
-        self, embedding: Sequence[float], k: int, kwargs: dict[str, Any]
-    ) -> list[tuple[Document, float]]:
-        """Search with a vector the caller embedded.
-
-        The engine's public `search` only takes text, so this runs the engine's own
-        retriever (the same phases and scores) with a blank lexical query.
-        """
-        _check_options(kwargs)
-        engine = self.memory.aio
-        vector = validation.check_vector(embedding, await engine.store.dimension())
-        validation.check_count(k, "k", engine.policy.limits)
-        plan = SearchPlan(
-            k=k,
-            deep=validation.check_flag(kwargs.get("deep", False), "deep"),
-            include_archived=validation.check_flag(
-                kwargs.get("include_archived", False), "include_archived"
-            ),
-            filters=SearchFilter(metadata=validation.check_filters(kwargs.get("filter"))),
-        )
-        ns = validation.check_namespace(self.namespace, engine.policy.limits)
-        hits = await engine.retriever.search(ns, "", vector, plan, engine.clock.now())
-        return _scored(hits[:k])
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # The final memory score is already a relevance in [0, 1], higher is better.

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
-    MetadataFilter,
     MetadataFilters,
 )
 
@@ -40,12 +39,11 @@ _ALL_TIERS = frozenset(Tier)
 
 @dataclass(frozen=True)
 class CoreFilters:
-    """The translation: metadata conditions, the tiers to search (None: the core's
-    phase rules) and the flattened LlamaIndex leaves (for matching listed memories)."""
+    """The translation: metadata conditions, and the tiers to search or list (None: a
+    search's phase rules, a listing's every tier)."""
 
     metadata: tuple[CoreFilter, ...] = ()
     tiers: frozenset[Tier] | None = None
-    leaves: tuple[MetadataFilter, ...] = ()
 
 
 def to_core_filters(filters: MetadataFilters | None, *, tier_key: str = "tier") -> CoreFilters:
@@ -63,7 +61,6 @@ def to_core_filters(filters: MetadataFilters | None, *, tier_key: str = "tier") 
             "MetadataFilters(filters=[MetadataFilter(key='author', value='ava')])"
         )
     metadata: list[CoreFilter] = []
-    leaves: list[MetadataFilter] = []
     tiers: frozenset[Tier] | None = None
     pending: list[MetadataFilters] = [filters]
     while pending:
@@ -80,7 +77,6 @@ def to_core_filters(filters: MetadataFilters | None, *, tier_key: str = "tier") 
             if isinstance(item, MetadataFilters):
                 pending.append(item)
                 continue
-            leaves.append(item)
             op, value = item.operator, item.value
             if item.key == tier_key:
                 if op not in _TIER_OPS:
@@ -105,7 +101,7 @@ def to_core_filters(filters: MetadataFilters | None, *, tier_key: str = "tier") 
                     "tiered store's filters (supported: ==, !=, >, >=, <, <=, in, nin, "
                     "contains, all, any with one value)"
                 )
-    return CoreFilters(metadata=tuple(metadata), tiers=tiers, leaves=tuple(leaves))
+    return CoreFilters(metadata=tuple(metadata), tiers=tiers)
 
 
 __all__ = ["CoreFilters", "to_core_filters"]

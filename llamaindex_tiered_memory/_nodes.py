@@ -8,8 +8,6 @@ can be filtered, plus the serialised node so it comes back with its relationship
 
 from __future__ import annotations
 
-from typing import Any
-
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
@@ -84,9 +82,4 @@ def memory_to_node(memory: Memory, *, tier_key: str) -> BaseNode:
     return node
 
 
-def filterable(memory: Memory, *, tier_key: str) -> dict[str, Any]:
-    """The metadata a filter sees: the stored keys and the tier."""
-    return {**memory.metadata, tier_key: memory.tier.value}
-
-
-__all__ = ["NODE_CONTENT_KEY", "filterable", "memory_to_node", "node_to_input"]
+__all__ = ["NODE_CONTENT_KEY", "memory_to_node", "node_to_input"]

@@ -18,8 +18,7 @@ from tiered_memory import (
     ValidationError,
     validation,
 )
-
-from ._core_gaps import engine_of, run_async
+from tiered_memory.capture import CaptureRules
 
 
 class TieredMemoryBlock(BaseMemoryBlock[str]):
@@ -31,7 +30,12 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     Build one block per user's `Memory`, as LlamaIndex builds one `Memory` per session.
     Recalled memories count as used, which keeps them in the active tiers. Captures go
     through the engine's near-duplicate check, so a fact said twice strengthens one
-    memory.
+    memory. Each captured message is typed by the core's capture rules (the ones the
+    LangChain middleware and note import use), which sets how fast it fades.
+
+    The block runs where the memory's connections live: on a `TieredMemory`'s own loop
+    (LlamaIndex's sync `Memory` calls the block from a fresh loop each time), or on the
+    caller's loop for an `AsyncTieredMemory`.
     """
 
     name: str = Field(default="long_term_memory", description="The block's name (a tag).")
@@ -54,8 +58,15 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     capture_roles: tuple[str, ...] = Field(
         default=("user", "assistant"), description="Roles whose flushed messages are kept."
     )
-    memory_type: MemoryType = Field(
-        default=MemoryType.EPISODIC, description="Type of captured messages (sets their decay)."
+    memory_type: MemoryType | None = Field(
+        default=None,
+        description="Type of every captured message (sets its decay); None: each "
+        "message's own, by `rules`.",
+    )
+    rules: CaptureRules = Field(
+        default_factory=CaptureRules,
+        description="Which type a message is: the first type rule it matches, else the "
+        "rules' default_type; a message of no type is not kept.",
     )
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
@@ -81,22 +92,23 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         query = "\n".join(text for m in recent if (text := _text(m).strip()))
         if not query:
             return ""
-        engine = engine_of(self.memory)
-        injection = await run_async(
-            self.memory,
-            engine.recall(query, namespace=self.namespace, budget_tokens=self.budget_tokens),
+        recall = self.memory.aio.recall(
+            query, namespace=self.namespace, budget_tokens=self.budget_tokens
         )
-        return injection.text
+        return (await self.memory.arun(recall)).text
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """One memory per message, "role: text", so a recalled line says who said it."""
-        engine = engine_of(self.memory)
+        engine = self.memory.aio
         limit = engine.policy.limits.max_content_chars
         items: list[MemoryInput] = []
         for message in _messages(messages):
             role = message.role.value
             text = _text(message).strip()
             if role not in self.capture_roles or not text:
+                continue
+            kind = self.memory_type or self.rules.detect_type(text) or self.rules.default_type
+            if kind is None:
                 continue
             content = f"{role}: {text}"[:limit]  # a pasted document must not fail the chat
             session = message.additional_kwargs.get("session_id")
@@ -106,14 +118,14 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             items.append(
                 MemoryInput(
                     content=content,
-                    memory_type=self.memory_type,
+                    memory_type=kind,
                     importance=self.importance,
                     metadata=metadata,
                     source="llamaindex-chat",
                 )
             )
         if items:
-            await run_async(self.memory, engine.add_many(items, namespace=self.namespace))
+            await self.memory.arun(engine.add_many(items, namespace=self.namespace))
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the lowest-scored memories come last) until
@@ -123,7 +135,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         validation.check_budget(tokens_to_truncate)  # a count of tokens, like a budget
         if tokens_to_truncate <= 0:
             return content
-        count = engine_of(self.memory).tokens.count
+        count = self.memory.aio.tokens.count
         lines = content.splitlines()
         target = count(content) - tokens_to_truncate
         while lines and count("\n".join(lines)) > target:

@@ -13,7 +13,6 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from tiered_memory import AsyncTieredMemory, Hit, MemoryType, Tier, TieredMemory
 
-from ._core_gaps import engine_of, run_async, run_sync
 from ._errors import UnsupportedFilterError
 from ._filters import to_core_filters
 from ._nodes import memory_to_node
@@ -64,13 +63,13 @@ class TieredMemoryRetriever(BaseRetriever):
             )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return run_sync(self.memory, self._hits(query_bundle.query_str))
+        return self.memory.run(self._hits(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await run_async(self.memory, self._hits(query_bundle.query_str))
+        return await self.memory.arun(self._hits(query_bundle.query_str))
 
     async def _hits(self, query: str) -> list[NodeWithScore]:
-        engine = engine_of(self.memory)
+        engine = self.memory.aio
         common: dict[str, Any] = {
             "namespace": self.namespace,
             "deep": self.deep,

@@ -11,13 +11,11 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
-    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from tiered_memory import (
     AsyncTieredMemory,
@@ -31,19 +29,12 @@ from tiered_memory import (
 from tiered_memory.ports import Clock
 from tiered_memory.ports import MetadataFilter as CoreFilter
 
-from ._core_gaps import (
-    AnyMemory,
-    engine_of,
-    every_memory,
-    forget_hard,
-    run_async,
-    run_sync,
-)
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
-from ._nodes import filterable, memory_to_node, node_to_input
+from ._nodes import memory_to_node, node_to_input
 
 _QUERY_KWARGS = frozenset({"budget_tokens", "deep", "include_archived"})
+AnyMemory = TieredMemory | AsyncTieredMemory
 
 
 class TieredMemoryVectorStore(BasePydanticVectorStore):
@@ -65,6 +56,10 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     already stored under the same id (LlamaIndex's upsert) in one atomic step, restarting
     its use history: a batch that fails validation keeps every stored node. Node
     embeddings must have the memory's dimension (its embedder's), checked before writing.
+
+    Every method runs where the memory's connections live: on a `TieredMemory`'s own
+    loop (the async methods await it without blocking the caller's loop), or on the
+    caller's loop for an `AsyncTieredMemory`, whose sync methods therefore refuse.
     """
 
     stores_text: bool = True
@@ -147,14 +142,13 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     # -- add ------------------------------------------------------------------------
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        return run_sync(self._memory, self._add(nodes, kwargs))
+        return self._memory.run(self._add(nodes, kwargs))
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        return await run_async(self._memory, self._add(nodes, kwargs))
+        return await self._memory.arun(self._add(nodes, kwargs))
 
     async def _add(self, nodes: Sequence[BaseNode], kwargs: Mapping[str, Any]) -> list[str]:
         _no_kwargs("add", kwargs)
-        engine = engine_of(self._memory)
         items = [
             node_to_input(
                 node,
@@ -167,9 +161,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         ]
         # One atomic write: nodes stored under the same ids are replaced, and a batch
         # that fails validation changes nothing (the core checks repeated ids too).
-        await engine.add_many(
-            items, namespace=self.namespace, dedup=False, link=self.link, replace=True
-        )
+        await self._memory.aio.upsert_many(items, namespace=self.namespace, link=self.link)
         return [node.node_id for node in nodes]
 
     # -- read -----------------------------------------------------------------------
@@ -177,12 +169,12 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
-        return run_sync(self._memory, self._get_nodes(node_ids, filters))
+        return self._memory.run(self._get_nodes(node_ids, filters))
 
     async def aget_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
-        return await run_async(self._memory, self._get_nodes(node_ids, filters))
+        return await self._memory.arun(self._get_nodes(node_ids, filters))
 
     async def _get_nodes(
         self, node_ids: list[str] | None, filters: MetadataFilters | None
@@ -193,36 +185,42 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     async def _select(
         self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
     ) -> list[Memory]:
-        """Memories by id and/or filter, live and archived. A filter is checked in
-        Python over every memory of the namespace (CORE GAP 2: no list by metadata)."""
-        leaves = to_core_filters(filters, tier_key=self.tier_key).leaves  # raises first
-        engine = engine_of(self._memory)
+        """Memories by id and/or filter, live and archived, in the order of `node_ids`
+        (else by id). A filter is the core's, applied in the store's own query, so it
+        selects exactly what the same filter on a query would."""
+        translated = to_core_filters(filters, tier_key=self.tier_key)  # raises first
+        engine = self._memory.aio
         ns = self.namespace
-        if node_ids is not None:
-            found = [await engine.get(i, namespace=ns) for i in validation.check_ids(node_ids)]
-            candidates = [m for m in found if m is not None]
-        else:
-            candidates = [m async for m in every_memory(engine, ns)]
-        if not leaves:
-            return candidates
-        by_id = {m.id: filterable(m, tier_key=self.tier_key) for m in candidates}
-        match = build_metadata_filter_fn(by_id.__getitem__, MetadataFilters(filters=list(leaves)))
-        return [m for m in candidates if match(m.id)]
+        ids = validation.check_ids(node_ids) if node_ids is not None else None
+        if ids is not None and filters is None:
+            found = [await engine.get(i, namespace=ns) for i in ids]
+            return [m for m in found if m is not None]
+        matches = engine.iterate(
+            namespace=ns,
+            tiers=sorted(translated.tiers) if translated.tiers is not None else None,
+            metadata=list(translated.metadata),
+        )
+        if ids is None:
+            return [m async for m in matches]
+        wanted = set(ids)
+        by_id = {m.id: m async for m in matches if m.id in wanted}
+        return [by_id[i] for i in ids if i in by_id]
 
     # -- delete ---------------------------------------------------------------------
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        run_sync(self._memory, self._delete(ref_doc_id, delete_kwargs))
+        self._memory.run(self._delete(ref_doc_id, delete_kwargs))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        await run_async(self._memory, self._delete(ref_doc_id, delete_kwargs))
+        await self._memory.arun(self._delete(ref_doc_id, delete_kwargs))
 
     async def _delete(self, ref_doc_id: str, kwargs: Mapping[str, Any]) -> None:
         """Hard-delete every node of the document, archived ones included."""
         _no_kwargs("delete", kwargs)
         validation.check_id(ref_doc_id, what="ref_doc_id")
-        by_doc = MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=ref_doc_id)])
-        await self._delete_nodes(None, by_doc, {})
+        await self._memory.aio.forget_where(
+            {"ref_doc_id": ref_doc_id}, namespace=self.namespace, hard=True
+        )
 
     def delete_nodes(
         self,
@@ -230,7 +228,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         filters: MetadataFilters | None = None,
         **delete_kwargs: Any,
     ) -> None:
-        run_sync(self._memory, self._delete_nodes(node_ids, filters, delete_kwargs))
+        self._memory.run(self._delete_nodes(node_ids, filters, delete_kwargs))
 
     async def adelete_nodes(
         self,
@@ -238,7 +236,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         filters: MetadataFilters | None = None,
         **delete_kwargs: Any,
     ) -> None:
-        await run_async(self._memory, self._delete_nodes(node_ids, filters, delete_kwargs))
+        await self._memory.arun(self._delete_nodes(node_ids, filters, delete_kwargs))
 
     async def _delete_nodes(
         self,
@@ -250,27 +248,22 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         if node_ids is None and filters is None:
             return  # deleting "everything" is clear(), never a default
         doomed = [m.id for m in await self._select(node_ids, filters)]
-        await forget_hard(engine_of(self._memory), self.namespace, doomed)
+        await self._memory.aio.forget_many(doomed, namespace=self.namespace, hard=True)
 
     def clear(self) -> None:
         """Hard-delete every memory of this store's namespace (other namespaces stay)."""
-        run_sync(self._memory, self._clear())
+        self._memory.run(self._memory.aio.clear(namespace=self.namespace))
 
     async def aclear(self) -> None:
-        await run_async(self._memory, self._clear())
-
-    async def _clear(self) -> None:
-        engine = engine_of(self._memory)
-        ids = [m.id async for m in every_memory(engine, self.namespace)]
-        await forget_hard(engine, self.namespace, ids)
+        await self._memory.arun(self._memory.aio.clear(namespace=self.namespace))
 
     # -- query ----------------------------------------------------------------------
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        return run_sync(self._memory, self._query(query, kwargs))
+        return self._memory.run(self._query(query, kwargs))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        return await run_async(self._memory, self._query(query, kwargs))
+        return await self._memory.arun(self._query(query, kwargs))
 
     async def _query(
         self, query: VectorStoreQuery, kwargs: Mapping[str, Any]
@@ -299,7 +292,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         include_archived = validation.check_flag(
             kwargs.get("include_archived", False), "include_archived"
         )
-        engine = engine_of(self._memory)
+        engine = self._memory.aio
         ns = self.namespace
         hits: list[Hit]
         if budget is None:

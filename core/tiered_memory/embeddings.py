@@ -235,6 +235,7 @@ class CheckedEmbedder:
             named = inner.embeddings
         elif isinstance(inner, LlamaIndexEmbedder):
             named = inner.embed_model
+        self.model = named  # what the caller gave
         self.name = type(named).__name__
 
     def __getattr__(self, name: str) -> Any:

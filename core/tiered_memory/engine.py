@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from os import PathLike
 from types import TracebackType
@@ -26,7 +26,7 @@ from .budget import SHARE_ORDER, candidates_wanted, pack, pinned_scan, share_of,
 from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import checked_embedder
-from .errors import NotFoundError, ValidationError
+from .errors import ConfigurationError, NotFoundError, ValidationError
 from .intake import MemoryInput, as_input, prepare
 from .locks import ProcessLock, SweepLock
 from .models import (
@@ -74,6 +74,8 @@ if TYPE_CHECKING:
     from .config import TieredMemorySettings
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_NAMESPACE = "default"
 
@@ -359,18 +361,24 @@ class AsyncTieredMemory:
         tier: Tier | str | None = None,
         after_id: str | None = None,
         limit: int = 100,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
-        """A page of memories ordered by id; pass the last id as `after_id` for the next."""
+        """A page of memories ordered by id; pass the last id as `after_id` for the next.
+        `metadata` filters as in `search`, in the store's own query."""
         ns = self._ns(namespace)
         validation.check_count(limit, "limit", self.policy.limits)
         if after_id is not None:
             after_id = validation.check_id(after_id, what="after_id")
+        meta = validation.check_filters(metadata)
         t = Tier.parse(tier) if tier is not None else None
         if t is Tier.ARCHIVED:
-            records = await self.store.scan_archives(ns, after_id=after_id, limit=limit)
+            records = await self.store.scan_archives(
+                ns, after_id=after_id, limit=limit, metadata=meta
+            )
             return [archived_view(r) for r in records]
         tiers = frozenset({t}) if t is not None else LIVE_TIERS
-        return await self.store.scan(ns, ScanQuery(tiers=tiers, after_id=after_id, limit=limit))
+        query = ScanQuery(tiers=tiers, metadata=meta, after_id=after_id, limit=limit)
+        return await self.store.scan(ns, query)
 
     async def namespaces(self, *, prefix: str = "") -> builtins.list[str]:
         """Namespaces holding memories or archive records (an operator's view: the
@@ -787,6 +795,117 @@ class AsyncTieredMemory:
             raise ValidationError("on_report must be a function taking a MaintenanceReport")
         return MaintenanceRunner(self, interval=interval, on_report=on_report)
 
+    # -- for integrations: listing, deleting and replacing by what the caller knows -----
+
+    def iterate(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        tiers: Sequence[Tier | str] | None = None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        page: int = 500,
+    ) -> AsyncIterator[Memory]:
+        """Every memory of `namespace` in `tiers` (default: all four) whose metadata
+        matches `metadata` (as in `search`): the live ones by id, then the archived ones
+        (as their summaries) by id, read `page` at a time from the store's own filtered
+        query. The arguments are checked here, before the first page is read."""
+        ns = self._ns(namespace)
+        meta = validation.check_filters(metadata)
+        validation.check_count(page, "page", self.policy.limits)
+        named = validation.check_list(tiers, "tiers") if tiers is not None else list(Tier)
+        return self._iterate(ns, frozenset(Tier.parse(t) for t in named), meta, page)
+
+    async def _iterate(
+        self, ns: str, tiers: frozenset[Tier], meta: tuple[MetadataFilter, ...], page: int
+    ) -> AsyncIterator[Memory]:
+        after: str | None = None
+        while tiers & LIVE_TIERS:
+            query = ScanQuery(tiers=tiers & LIVE_TIERS, metadata=meta, after_id=after, limit=page)
+            memories = await self.store.scan(ns, query)
+            for memory in memories:
+                yield memory
+            if len(memories) < page:
+                break
+            after = memories[-1].id
+        after = None
+        while Tier.ARCHIVED in tiers:
+            records = await self.store.scan_archives(ns, after_id=after, limit=page, metadata=meta)
+            for record in records:
+                yield archived_view(record)
+            if len(records) < page:
+                break
+            after = records[-1].id
+
+    async def forget_where(
+        self,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        hard: bool = False,
+    ) -> int:
+        """`forget_many` for every live memory whose metadata matches `metadata` (hard:
+        archived ones too, with their originals); returns how many. A filter is needed:
+        deleting a whole namespace is `clear()`, never an empty filter."""
+        meta = validation.check_filters(metadata)
+        if not meta:
+            raise ValidationError(
+                "forget_where needs a metadata filter, e.g. {'doc_id': 'd-1'}; "
+                "clear(namespace=...) deletes a whole namespace"
+            )
+        tiers = list(Tier) if validation.check_flag(hard, "hard") else sorted(LIVE_TIERS)
+        matches = self.iterate(namespace=namespace, tiers=tiers, metadata=meta)
+        ids = [memory.id async for memory in matches]
+        return await self.forget_many(ids, namespace=namespace, hard=hard) if ids else 0
+
+    async def upsert_many(
+        self,
+        items: Sequence[MemoryInput | Mapping[str, Any]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        link: bool = True,
+    ) -> builtins.list[Memory]:
+        """`upsert` for a batch, in one transaction: every item names its `id` and
+        replaces the memory stored under it (live or archived), or is added. A batch
+        that fails validation or embedding changes nothing; nothing is merged into a
+        near-duplicate. `link=False` skips auto-linking (bulk loads)."""
+        inputs = [as_input(x) for x in validation.check_items(items)]
+        unnamed = [i for i, item in enumerate(inputs) if item.id is None]
+        if unnamed:
+            raise ValidationError(
+                f"upsert_many needs an id on every item; items {unnamed[:5]} have none "
+                "(add_many makes ids up)"
+            )
+        return await self.add_many(inputs, namespace=namespace, link=link, replace=True)
+
+    @property
+    def embedding_model(self) -> Any:
+        """The embedding model as it was given (a LangChain `Embeddings`, a LlamaIndex
+        `BaseEmbedding` or an `Embedder`), for integrations that report it."""
+        return getattr(self.embedder, "model", self.embedder)
+
+    # -- for integrations: one way to reach the memory's loop, whichever memory it is ---
+
+    @property
+    def aio(self) -> AsyncTieredMemory:
+        """This engine, as `TieredMemory.aio` is: code taking either kind of memory
+        reaches the async engine the same way."""
+        return self
+
+    def run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Refused: this engine's connections live on the caller's event loop, which a
+        blocking call could only stall. `TieredMemory.run` is the blocking form."""
+        coro.close()
+        raise ConfigurationError(
+            "an AsyncTieredMemory cannot block: its connections live on your event loop. "
+            "Use the async methods (e.g. ainvoke, aquery, async_add, adelete, aretrieve), "
+            "or pass a TieredMemory, whose sync methods run on its own loop"
+        )
+
+    async def arun(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Await `coro` on the caller's loop, the one this engine was opened on (as
+        `TieredMemory.arun` awaits on the facade's own loop)."""
+        return await coro
+
     @classmethod
     async def from_settings(
         cls,
@@ -855,9 +974,6 @@ class AsyncTieredMemory:
 
 
 # -- the sync facade -------------------------------------------------------------------
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def _blocking(
@@ -992,6 +1108,8 @@ class TieredMemory:
     namespaces = _blocking(AsyncTieredMemory.namespaces)
     record_use = _blocking(AsyncTieredMemory.record_use)
     forget_many = _blocking(AsyncTieredMemory.forget_many)
+    forget_where = _blocking(AsyncTieredMemory.forget_where)
+    upsert_many = _blocking(AsyncTieredMemory.upsert_many)
     clear = _blocking(AsyncTieredMemory.clear)
     maintain = _blocking(AsyncTieredMemory.maintain)
     archive = _blocking(AsyncTieredMemory.archive)
@@ -1005,8 +1123,11 @@ class TieredMemory:
         return self._loop.run(coro)
 
     async def arun(self, coro: Coroutine[Any, Any, R]) -> R:
-        """Await a coroutine of `self.aio` from another event loop without blocking it."""
-        return await asyncio.to_thread(self._loop.run, coro)
+        """Await a coroutine of `self.aio` from any event loop: it runs on this memory's
+        own loop, where its connections live (a Neo4j or Weaviate client is bound to the
+        loop that opened it), and the caller's loop is never blocked. Cancelling the
+        await cancels the coroutine."""
+        return await asyncio.wrap_future(self._loop.submit(coro))
 
     def start_maintenance(
         self,

@@ -64,9 +64,12 @@ class SearchFilter:
 
 @dataclass(frozen=True)
 class ScanQuery:
-    """A store-side filter for the sweep: every condition is ANDed; None means any.
+    """A store-side filter for the sweep and for listings: every condition is ANDed;
+    None means any.
 
-    `last_used_before` compares coalesce(last_accessed_at, created_at).
+    `last_used_before` compares coalesce(last_accessed_at, created_at). `metadata`
+    means what it means in a search's `SearchFilter`, and is applied in the store's
+    own query (so a page holds `limit` matches).
     Results are ordered by id; pass the last id seen as `after_id` to page.
     """
 
@@ -83,6 +86,7 @@ class ScanQuery:
     core: bool | None = None
     superseded: bool | None = None
     used: bool | None = None  # use_count > 0
+    metadata: tuple[MetadataFilter, ...] = ()
     after_id: str | None = None
     limit: int = 500
 
@@ -350,9 +354,11 @@ class MemoryStore(Protocol):
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
+        metadata: tuple[MetadataFilter, ...] = (),
     ) -> list[ArchiveRecord]:
         """Archive records by id, after `after_id`; with `flags_unknown`, only those
-        whose flags are not known yet (archived before records kept them)."""
+        whose flags are not known yet (archived before records kept them); only those
+        whose metadata matches `metadata` (in the store's query, as in a search)."""
 
     async def delete_archives(self, namespace: str, ids: Sequence[str]) -> int:
         """Hard delete archive records (their originals in object storage are the

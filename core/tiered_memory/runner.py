@@ -9,6 +9,7 @@ facade's calls the way a single async caller would.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -35,14 +36,18 @@ class LoopThread:
             return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        loop = self._ensure()
+        """Block until `coro` has run on this loop."""
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
                 "a sync TieredMemory method was called from inside its own event loop; "
                 "use AsyncTieredMemory from async code"
             )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule `coro` on this loop; cancelling the future cancels it there."""
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure())
 
     def stop(self) -> None:
         with self._lock:

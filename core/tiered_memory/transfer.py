@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .archive import original_key, sha256_hex
+from .capture import EPISODIC, detect_type
 from .errors import ArchiveIntegrityError, DimensionMismatchError, NotFoundError, ValidationError
 from .models import LIVE_TIERS, ArchiveRecord, Link, Memory, MemoryType, Tier
 from .namespaces import PathNamespace
@@ -474,95 +475,8 @@ async def export_sqlite(
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_MONTHS = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_DATE = re.compile(
-    r"\b(?:\d{4}-\d{2}-\d{2}|\d{4}/\d{1,2}/\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}"
-    rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
-    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?(?:,?\s+\d{{4}})?"
-    r"|(?:yesterday|today|last\s+(?:week|month|monday|tuesday|wednesday|thursday|friday"
-    r"|saturday|sunday)))\b",
-    re.IGNORECASE,
-)
-_RULE_WORDS = re.compile(
-    r"\b(?:always|never|prefers?|preferred|should|must|avoid|don'?t|do\s+not|make\s+sure)\b",
-    re.IGNORECASE,
-)
-# Verbs a note starts with when it tells the agent what to do.
-_IMPERATIVES = frozenset(
-    [
-        "use",
-        "run",
-        "call",
-        "check",
-        "ask",
-        "keep",
-        "write",
-        "read",
-        "install",
-        "set",
-        "add",
-        "remove",
-        "avoid",
-        "prefer",
-        "remember",
-        "ensure",
-        "make",
-        "put",
-        "send",
-        "reply",
-        "respond",
-        "answer",
-        "format",
-        "follow",
-        "start",
-        "stop",
-        "try",
-        "test",
-        "build",
-        "deploy",
-        "commit",
-        "push",
-        "open",
-        "close",
-        "create",
-        "delete",
-        "save",
-        "store",
-        "mention",
-        "include",
-        "skip",
-        "give",
-        "tell",
-        "show",
-        "explain",
-        "summarize",
-        "summarise",
-        "cite",
-        "double-check",
-        "confirm",
-        "wait",
-        "let",
-    ]
-)
-_FIRST_WORD = re.compile(r"[\W_]*([^\W_][\w'-]*)")  # past markup such as **bold**
-
-
-def detect_type(text: str, *, dated_context: bool = False, project: bool = False) -> MemoryType:
-    """Simple, predictable rules: rules and instructions are procedural, dated notes
-    (or notes in a dated file or section) episodic, notes under a project heading
-    project, the rest factual."""
-    first = _FIRST_WORD.match(text)
-    word = first.group(1).lower() if first else ""
-    if word in _IMPERATIVES or _RULE_WORDS.search(text):
-        return MemoryType.PROCEDURAL
-    if dated_context or _DATE.search(text):
-        return MemoryType.EPISODIC
-    if project:
-        return MemoryType.PROJECT
-    return MemoryType.FACTUAL
+# A date or time word in a file name or a heading makes its notes episodic.
+_DATE = re.compile(EPISODIC, re.IGNORECASE)
 
 
 @dataclass(frozen=True)

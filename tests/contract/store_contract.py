@@ -1305,6 +1305,36 @@ class MemoryStoreContract:
         filters = SearchFilter(metadata=conditions)
         assert await self.archived_ids(store, namespace, filters) == expected
 
+    @pytest.mark.parametrize(
+        "case",
+        [(METADATA, *case) for case in METADATA_CASES]
+        + [(NUL_METADATA, *case) for case in NUL_METADATA_CASES],
+    )
+    async def test_listings_honour_metadata_filters_as_searches_do(
+        self, store: MemoryStore, namespace: str, case: tuple[Any, ...]
+    ) -> None:
+        """`scan` and `scan_archives` filter metadata in the store's query with the
+        search semantics, so a page holds `limit` matches (the engine's `list` and
+        `iterate` page through them)."""
+        metadata, conditions, expected = case
+        await self.put(
+            store, namespace, *(self.memory(i, metadata=meta) for i, meta in metadata.items())
+        )
+        live = await store.scan(namespace, ScanQuery(tiers=ALL_LIVE, metadata=conditions))
+        assert {m.id for m in live} == expected
+        first = await store.scan(namespace, ScanQuery(tiers=ALL_LIVE, metadata=conditions, limit=1))
+        assert [m.id for m in first] == sorted(expected)[:1]
+        records = [
+            self.record(i, namespace).model_copy(update={"metadata": meta})
+            for i, meta in metadata.items()
+        ]
+        await store.archive_many(namespace, records)
+        archived = await store.scan_archives(namespace, metadata=conditions)
+        assert {r.id for r in archived} == expected
+        assert [
+            r.id for r in await store.scan_archives(namespace, metadata=conditions, limit=1)
+        ] == (sorted(expected)[:1])
+
     async def test_search_archives_filters_types_ids_pinned_and_flags(
         self, store: MemoryStore, namespace: str
     ) -> None:

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_tiered_memory import TieredMemoryMiddleware, create_memory_tools
-from langchain_tiered_memory.middleware import CaptureRules, TypeRule
+from langchain_tiered_memory.middleware import CaptureRules, captures_of
 from tests.langchain.fakes import RecordingChatModel
 from tiered_memory import ConfigurationError, MemoryInput, MemoryType, TieredMemory
 
@@ -58,17 +58,6 @@ def test_memory_type_rules(sentence: str, expected: MemoryType | None) -> None:
     assert CaptureRules().detect_type(sentence) is expected
 
 
-def test_rules_are_configurable() -> None:
-    rules = CaptureRules(
-        type_rules=(TypeRule(memory_type=MemoryType.PROJECT, pattern=r"\bsprint\b"),),
-        default_type=None,
-    )
-    assert rules.detect_type("The sprint ends Friday") is MemoryType.PROJECT
-    assert rules.detect_type("My daughter is called Ava") is None
-    with pytest.raises(ValueError, match="pattern"):
-        TypeRule(memory_type=MemoryType.FACTUAL, pattern="(unclosed")
-
-
 def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:
     messages: list[BaseMessage] = [
         HumanMessage("An old turn that is not captured again."),
@@ -78,7 +67,7 @@ def test_a_turn_yields_user_statements_and_assistant_conclusions() -> None:
         ToolMessage("- Ava is vegetarian", tool_call_id="c1"),
         AIMessage("Ava is vegetarian, so a risotto works. Enjoy!"),
     ]
-    captures = CaptureRules().extract(messages)  # type: ignore[arg-type]
+    captures = captures_of(messages, CaptureRules())  # type: ignore[arg-type]
     assert [(c.role, c.content, c.memory_type) for c in captures] == [
         ("user", "My daughter is called Ava.", MemoryType.FACTUAL),
         ("assistant", "Ava is vegetarian, so a risotto works.", MemoryType.FACTUAL),
@@ -91,10 +80,10 @@ def test_requests_chit_chat_and_restated_memories_are_not_captured() -> None:
         AIMessage("Your daughter is called Ava. I don't know your calendar. Tea is pinned now."),
     ]
     recalled = "- Your daughter is called Ava\n- The user likes tea"
-    captures = CaptureRules().extract(messages, recalled)  # type: ignore[arg-type]
+    captures = captures_of(messages, CaptureRules(), recalled)  # type: ignore[arg-type]
     assert [c.content for c in captures] == ["Tea is pinned now."]
     rules = CaptureRules(skip_patterns=())
-    assert len(rules.extract(messages)) == 5  # type: ignore[arg-type]
+    assert len(captures_of(messages, rules)) == 5  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="regular expression"):
         CaptureRules(skip_patterns=("[",))
 
@@ -102,7 +91,7 @@ def test_requests_chit_chat_and_restated_memories_are_not_captured() -> None:
 def test_assistant_capture_can_be_turned_off() -> None:
     rules = CaptureRules(capture_assistant=False)
     messages: list[BaseMessage] = [HumanMessage("Hello there"), AIMessage("Paris is in France.")]
-    assert rules.extract(messages) == []  # type: ignore[arg-type]
+    assert captures_of(messages, rules) == []  # type: ignore[arg-type]
 
 
 # -- the agent ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from llama_index.core.memory import Memory
 
 from llamaindex_tiered_memory import TieredMemoryBlock
 from tiered_memory import AsyncTieredMemory, ConfigurationError, MemoryType, TieredMemory
+from tiered_memory.capture import CaptureRules
 
 NS = "user-42"
 FACT = "My daughter is called Ava and she plays the violin."
@@ -70,7 +71,7 @@ def test_flushed_messages_are_captured_one_memory_each(mem: TieredMemory) -> Non
     assert "assistant: Lovely, I will remember that." in captured
     fact = captured[f"user: {FACT}"]
     assert fact.metadata == {"role": "user", "session_id": "session-1"}
-    assert fact.memory_type is MemoryType.EPISODIC
+    assert fact.memory_type is MemoryType.FACTUAL  # by the capture rules: "is called"
     assert fact.source == "llamaindex-chat"
     assert "user: What's the weather like?" not in captured  # still in the short-term queue
 
@@ -227,3 +228,35 @@ def test_a_block_names_whose_memories_it_holds(mem: TieredMemory, namespace: obj
     # a control character, the mark only a path namespace may carry
     with pytest.raises(ConfigurationError, match="namespace"):
         TieredMemoryBlock(memory=mem, **kwargs)
+
+
+async def test_captured_messages_are_typed_by_the_capture_rules(mem: TieredMemory) -> None:
+    """The words that make a sentence procedural, episodic or factual in the LangChain
+    middleware and in note import make a flushed message so here (one word list)."""
+    block = TieredMemoryBlock(memory=mem, namespace=NS)
+    await block.aput(
+        [
+            user("I always want answers in British English."),
+            user("Yesterday we went hiking in the Alps."),
+            user("My son is called Leo."),
+            assistant("Lovely, I will keep that in mind."),  # no rule: the default type
+        ]
+    )
+    types = {m.content: m.memory_type for m in mem.list(namespace=NS)}
+    assert types == {
+        "user: I always want answers in British English.": MemoryType.PROCEDURAL,
+        "user: Yesterday we went hiking in the Alps.": MemoryType.EPISODIC,
+        "user: My son is called Leo.": MemoryType.FACTUAL,
+        "assistant: Lovely, I will keep that in mind.": MemoryType.EPISODIC,
+    }
+
+
+async def test_a_given_type_or_rules_decide_instead(mem: TieredMemory) -> None:
+    fixed = TieredMemoryBlock(memory=mem, namespace=NS, memory_type=MemoryType.PROJECT)
+    await fixed.aput([user("I always want answers in British English.")])
+    strict = TieredMemoryBlock(
+        memory=mem, namespace="strict", rules=CaptureRules(default_type=None)
+    )
+    await strict.aput([user("My son is called Leo."), user("Good morning to you.")])
+    assert [m.memory_type for m in mem.list(namespace=NS)] == [MemoryType.PROJECT]
+    assert [m.content for m in mem.list(namespace="strict")] == ["user: My son is called Leo."]

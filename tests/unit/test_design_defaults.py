@@ -1,4 +1,4 @@
-"""docs/design.md lives with the code: its defaults table (section 12) is what `Policy()`
+"""docs/design.md lives with the code: its defaults table (section 13) is what `Policy()`
 is, each row's module holds the rule (it exists and reads the setting), and every setting
 the document names elsewhere has a row. A default changed in `policy.py`, or a rule moved
 to another module, fails here until the document says so."""

@@ -917,6 +917,10 @@ SCAN_TRANSLATIONS: list[tuple[dict[str, Any], FilterReturn]] = [
     ({"used": False}, Filter.by_property("use_count").equal(0)),
     ({"after_id": "s2"}, Filter.by_property("id_key").greater_than(id_key("s2"))),
     ({"tiers": frozenset({Tier.WARM})}, Filter.by_property("tier").equal("warm")),
+    (
+        {"metadata": (MetadataFilter("doc", "eq", "d-1"),)},
+        Filter.by_property(meta_property("doc", "s")).equal("d-1"),
+    ),
 ]
 
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from tiered_memory.errors import DimensionMismatchError, NotFoundError, ValidationError
 from tiered_memory.models import ArchiveRecord, Memory
-from tiered_memory.ports import ScoredArchive, SearchFilter, Vector
+from tiered_memory.ports import MetadataFilter, ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_namespace, check_vector
 
 from .archive_rows import FLAGS_UNKNOWN, UPDATE, UPSERT, archive_row, keep_code, records, select
 from .database import SQLiteDatabase
 from .memories import MemoryTable, ids_in
-from .sql import IN_JSON, json_list
+from .sql import IN_JSON, json_list, metadata_sql
 from .vector_table import ARCHIVE_KEY, VectorTable
 
 _NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
@@ -174,6 +174,7 @@ class ArchiveTable:
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
+        metadata: tuple[MetadataFilter, ...] = (),
     ) -> list[ArchiveRecord]:
         ns = check_namespace(namespace)
         check_k(limit, "limit")
@@ -181,6 +182,10 @@ class ArchiveTable:
         params: tuple[Any, ...] = (ns,) if after_id is None else (ns, after_id)
         if flags_unknown:
             where += f" AND {FLAGS_UNKNOWN}"
+        for condition in metadata:
+            sql, values = metadata_sql(condition, "archives")
+            where += f" AND {sql}"
+            params += tuple(values)
         await self._db.gate()
         with self._db.read() as conn:
             rows = conn.execute(select(where) + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()

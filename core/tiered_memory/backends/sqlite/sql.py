@@ -228,8 +228,9 @@ def _metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, lis
 # -- sweep scans ---------------------------------------------------------------------------
 
 
-def scan_sql(query: ScanQuery) -> tuple[list[str], list[Any]]:
-    """WHERE clauses for a ScanQuery, besides namespace and tiers.
+def scan_sql(query: ScanQuery, alias: str = "memories") -> tuple[list[str], list[Any]]:
+    """WHERE clauses for a ScanQuery, besides namespace and tiers (`alias` names the
+    memories table, for the metadata conditions).
 
     A `*_before` bound never matches a NULL timestamp (a memory that never went COLD
     has no cold_since); only `last_used_before` falls back to created_at.
@@ -267,6 +268,10 @@ def scan_sql(query: ScanQuery) -> tuple[list[str], list[Any]]:
         clauses.append(f"superseded_by IS {'NOT ' if query.superseded else ''}NULL")
     if query.used is not None:
         clauses.append("use_count > 0" if query.used else "use_count = 0")
+    for condition in query.metadata:
+        sql, values = metadata_sql(condition, alias)
+        clauses.append(sql)
+        params.extend(values)
     if query.after_id is not None:
         add("id > ?", query.after_id)
     return clauses, params

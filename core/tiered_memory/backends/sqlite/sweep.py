@@ -91,7 +91,7 @@ class SweepReads:
         per-tier pages by id gives the same page (UTF-8 and str order agree).
         """
         parts = tier_values(frozenset(query.tiers) & LIVE_TIERS)
-        clauses, where_params = scan_sql(query)
+        clauses, where_params = scan_sql(query, "m")
         where = "".join(f" AND {c}" for c in clauses)
         rows: list[Any] = []
         for part in parts:

@@ -378,4 +378,5 @@ def scan_where(query: ScanQuery, held: frozenset[Tier]) -> FilterReturn | None:
     if query.used is not None:
         used = Filter.by_property("use_count")
         parts.append(used.greater_than(0) if query.used else used.equal(0))
+    parts.extend(metadata_condition(f) for f in query.metadata)
     return all_of([p for p in parts if p is not None])

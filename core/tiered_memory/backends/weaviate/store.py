@@ -84,6 +84,7 @@ from tiered_memory.ports import (
     Matrix,
     MemoryFacts,
     MemoryPatch,
+    MetadataFilter,
     ScanQuery,
     ScoredArchive,
     ScoredMemory,
@@ -124,6 +125,7 @@ from .filters import (
     archive_where,
     flags_unknown_where,
     ids_condition,
+    metadata_condition,
     metadata_properties,
     scan_where,
     search_where,
@@ -1034,6 +1036,7 @@ class WeaviateMemoryStore:
     async def scan(self, namespace: str, query: ScanQuery) -> list[Memory]:
         if query.limit < 1:
             return []
+        await self._ensure_meta(metadata_properties(query.metadata))
 
         async def one(collection: str, held: frozenset[Tier]) -> list[Memory]:
             try:
@@ -1358,15 +1361,18 @@ class WeaviateMemoryStore:
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
+        metadata: tuple[MetadataFilter, ...] = (),
     ) -> list[ArchiveRecord]:
         if limit < 1:
             return []
+        await self._ensure_meta(metadata_properties(metadata), (self.archive_name,))
         where = all_of(
             [
                 p
                 for p in (
                     after_condition(after_id),
                     flags_unknown_where() if flags_unknown else None,
+                    *(metadata_condition(f) for f in metadata),
                 )
                 if p is not None
             ]
