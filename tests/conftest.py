@@ -1,22 +1,29 @@
-"""Markers that select tests only when asked for by name with -m: the default run
-(`tox`, plain `pytest`) stays fast, and still runs every backend at least once.
+"""What the default run (`tox`, plain `pytest`) leaves out, and how to ask for it:
 
-- `soak`: long fault-injection variants (`-m soak`);
-- `matrix`: the server combinations of slow tests (`-m matrix`; see tests/matrix.py).
+- `--matrix`: tests marked `matrix` or `slow` on every backend combination, not only
+  on the embedded default (tests/matrix.py);
+- `-m soak`: long fault-injection variants.
 """
 
 from __future__ import annotations
 
 import pytest
 
-OPT_IN = ("soak", "matrix")
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--matrix",
+        action="store_true",
+        default=False,
+        help="run tests marked matrix or slow on every backend combination (tests/matrix.py)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = config.getoption("markexpr") or ""
-    skipped = [name for name in OPT_IN if name not in wanted]
-    dropped = [item for item in items if any(item.get_closest_marker(n) for n in skipped)]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        gone = set(dropped)
-        items[:] = [item for item in items if item not in gone]
+    """Soak variants run only when asked for (`-m soak`); the default run stays fast."""
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    soak = [item for item in items if item.get_closest_marker("soak") is not None]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [item for item in items if item.get_closest_marker("soak") is None]

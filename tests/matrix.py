@@ -15,10 +15,12 @@ embedded default (`sqlite-local`) it *is* `embedded`, so that combination runs e
 test exactly as written. Servers are looked up by fixture name only for the
 combinations that need them: a run of the default combination starts none.
 
-Selection. Combinations with a server carry the backend's marker (`neo4j`, `s3`), so
-`-m "not neo4j"` leaves them out. A test marked `slow` runs its server combinations
-only on request (`-m matrix`): the default run keeps the whole matrix for the fast
-tests, the embedded default for everything, and so every backend at least once.
+Selection. Every test that takes `memories` (or `backends`) runs on every combination;
+a test marked `matrix` (the graph and the object store take no part in what it checks)
+or `slow` runs on the embedded default only, and on the rest with `--matrix`. The
+default run (`tox`) so runs every backend at least once, and the core of the engine
+and reliability tests on all of them. Combinations with a server carry the backend's
+marker (`neo4j`, `s3`): `-m "not neo4j"` leaves them out.
 
 Sharing servers. A Bolt server keeps one graph for every client (FalkorDB ignores the
 database name), so `memories` clears it before a test's first memory on it (tests run
@@ -37,14 +39,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.integration.neo4j.conftest import FAST as BOLT_FAST
 from tests.integration.neo4j.conftest import Backend as BoltBackend
+from tests.integration.neo4j.conftest import FalkorDBServer, _neo4j_from_env
 from tests.integration.neo4j.conftest import _backends as bolt_backends
-from tests.integration.neo4j.conftest import _neo4j_from_env
 from tests.integration.s3.conftest import FAST as S3_FAST
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, TieredMemory
 from tiered_memory.archives.local import LocalFolderObjectStore
@@ -56,6 +58,9 @@ from tiered_memory.policy import Policy
 from tiered_memory.ports import AssociationGraph, Clock, Embedder, ObjectStore, Summarizer
 from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 EMBEDDED_GRAPH = "sqlite"
 EMBEDDED_OBJECTS = "local"
@@ -77,31 +82,32 @@ class Backends:
     def embedded(self) -> bool:
         return self.graph == EMBEDDED_GRAPH and self.objects == EMBEDDED_OBJECTS
 
-    def marks(self, *, opt_in: bool) -> list[pytest.MarkDecorator]:
-        """The markers of the servers this combination needs, and `matrix` when the
-        test runs its server combinations only on request."""
+    @property
+    def marks(self) -> list[pytest.MarkDecorator]:
+        """The markers of the servers this combination needs."""
         marks = [] if self.graph == EMBEDDED_GRAPH else [pytest.mark.neo4j]
-        if self.objects != EMBEDDED_OBJECTS:
-            marks.append(pytest.mark.s3)
-        if marks and opt_in:
-            marks.append(pytest.mark.matrix)
-        return marks
+        return marks + ([pytest.mark.s3] if self.objects != EMBEDDED_OBJECTS else [])
 
 
+EMBEDDED = Backends(EMBEDDED_GRAPH, EMBEDDED_OBJECTS)
 COMBINATIONS = tuple(
     Backends(graph, objects)
     for graph in (EMBEDDED_GRAPH, *bolt_backends())
     for objects in (EMBEDDED_OBJECTS, "s3")
 )
+OPT_IN = ("matrix", "slow")
 
 
 def parametrize_backends(metafunc: pytest.Metafunc) -> None:
     """One test per combination for every test that uses `backends` (or `memories`);
-    a slow test's server combinations are marked `matrix` (run with -m matrix)."""
+    only the embedded default for a test marked `matrix` or `slow`, unless the run
+    asks for the whole matrix (`--matrix`)."""
     if "backends" not in metafunc.fixturenames:
         return
-    slow = metafunc.definition.get_closest_marker("slow") is not None
-    params = [pytest.param(b, id=b.id, marks=b.marks(opt_in=slow)) for b in COMBINATIONS]
+    opt_in = any(metafunc.definition.get_closest_marker(name) for name in OPT_IN)
+    every = not opt_in or metafunc.config.getoption("matrix", default=False)
+    combinations = COMBINATIONS if every else (EMBEDDED,)
+    params = [pytest.param(b, id=b.id, marks=b.marks) for b in combinations]
     metafunc.parametrize("backends", params, indirect=True)
 
 
@@ -111,7 +117,7 @@ class MemoryFactory:
 
     backends: Backends
     bolt: BoltBackend | None = None  # the Bolt server of a Bolt combination
-    s3: tuple[str, str] | None = None  # the endpoint and bucket of an S3 combination
+    s3: SharedBucket | None = None  # the bucket of an S3 combination
     prefixes: dict[Path, str] = field(default_factory=dict)
     graph_cleared: bool = False
 
@@ -194,10 +200,9 @@ class MemoryFactory:
     async def _objects(self, folder: Path) -> ObjectStore:
         if self.backends.objects == EMBEDDED_OBJECTS:
             return LocalFolderObjectStore(folder)
-        assert self.s3 is not None, "an S3 combination needs its endpoint"
-        endpoint, bucket = self.s3
+        assert self.s3 is not None, "an S3 combination needs its bucket"
         prefix = self.prefixes.setdefault(folder, f"tm-{uuid.uuid4().hex[:16]}")
-        return S3ObjectStore(bucket, prefix=prefix, endpoint_url=endpoint, **S3_FAST)
+        return S3ObjectStore(self.s3.name, prefix=prefix, client=self.s3.client)
 
 
 @pytest.fixture
@@ -208,13 +213,14 @@ def backends(request: pytest.FixtureRequest) -> Backends:
 
 
 @pytest.fixture
-def memories(backends: Backends, request: pytest.FixtureRequest) -> MemoryFactory:
+def memories(backends: Backends, request: pytest.FixtureRequest) -> Iterator[MemoryFactory]:
     """Opens memories on the test's combination: `await memories.open(path, ...)`,
     `memories.open_sync(path, ...)`; the test closes what it opens.
 
     The servers are started here, on pytest's thread: FalkorDB dies with the thread
     that started it (see `_die_with_parent`), and `open_sync` runs on the facade's."""
     factory = MemoryFactory(backends)
+    server: FalkorDBServer | None = None
     if backends.graph == "neo4j":
         factory.bolt = _neo4j_from_env()
     elif backends.graph != EMBEDDED_GRAPH:
@@ -222,35 +228,40 @@ def memories(backends: Backends, request: pytest.FixtureRequest) -> MemoryFactor
         factory.bolt = BoltBackend("falkordb", server.uri, None, server)
     if backends.objects != EMBEDDED_OBJECTS:
         request.getfixturevalue("_dummy_aws")  # nothing can reach real AWS
-        factory.s3 = (
-            request.getfixturevalue("s3_endpoint"),
-            request.getfixturevalue("matrix_bucket"),
-        )
-    return factory
+        factory.s3 = request.getfixturevalue("matrix_bucket")
+    yield factory
+    if server is not None and not server.running:
+        # A crash fails the test it happened in, not every later test of the session.
+        tail = server.log_tail(60)
+        server.start()
+        pytest.fail(f"FalkorDB died during this test:\n{tail}")
+
+
+@dataclass(frozen=True)
+class SharedBucket:
+    """The session's bucket and the one client every S3 combination uses: building an
+    S3 client costs most of a second, too much to pay per memory. Each archive
+    location is a prefix of its own in the bucket."""
+
+    name: str
+    client: S3Client
 
 
 @pytest.fixture(scope="session")
-def matrix_bucket(s3_endpoint: str) -> str:
-    """One bucket for the session's S3 combinations; each archive location is a prefix
-    of its own. Made once: building an S3 client costs most of a second."""
-    name = f"tm-matrix-{uuid.uuid4().hex[:16]}"
-    # the dummy credentials of `_dummy_aws`, which is per test
-    objects = S3ObjectStore(
-        name,
+def matrix_bucket(s3_endpoint: str) -> Iterator[SharedBucket]:
+    # the dummy credentials `_dummy_aws` sets for each test, given explicitly here
+    owner = S3ObjectStore(
+        f"tm-matrix-{uuid.uuid4().hex[:16]}",
         endpoint_url=s3_endpoint,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
         **S3_FAST,
     )
-
-    async def create() -> None:
-        try:
-            await objects.create_bucket_if_missing()
-        finally:
-            await objects.close()
-
-    asyncio.run(create())
-    return name
+    asyncio.run(owner.create_bucket_if_missing())
+    try:
+        yield SharedBucket(owner.bucket, owner.client())
+    finally:
+        asyncio.run(owner.close())
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -61,8 +62,10 @@ async def _due(
     return [m.id for m in added]
 
 
-async def _engine(tmp_path: Path, clock: ManualClock, **policy: Any) -> AsyncTieredMemory:
-    return await AsyncTieredMemory.embedded(
+async def _engine(
+    memories: MemoryFactory, tmp_path: Path, clock: ManualClock, **policy: Any
+) -> AsyncTieredMemory:
+    return await memories.open(
         tmp_path / "m.db",
         embedder=HashingEmbedder(),
         clock=clock,
@@ -95,9 +98,9 @@ class Rendezvous:
 
 
 async def test_archive_racing_the_sweep_archives_once_and_the_record_verifies(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
-    amem = await _engine(tmp_path, clock)
+    amem = await _engine(memories, tmp_path, clock)
     try:
         (memory_id,) = await _due(amem, clock, ["Ava's piano lesson moved to Thursday at 5"])
         committed = asyncio.Event()
@@ -130,10 +133,10 @@ async def test_archive_racing_the_sweep_archives_once_and_the_record_verifies(
 
 
 async def test_archive_of_a_memory_another_call_is_archiving_reports_nothing(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
     """Two explicit archivals of one memory at once: one archives it, the other says 0."""
-    amem = await _engine(tmp_path, clock)
+    amem = await _engine(memories, tmp_path, clock)
     try:
         (memory_id,) = await _due(amem, clock, ["Marco's flight lands at 7:40 on Friday"])
         amem.archiver.summarizer = Rendezvous(asyncio.Event())
@@ -151,8 +154,10 @@ async def test_archive_of_a_memory_another_call_is_archiving_reports_nothing(
         await amem.close()
 
 
-async def test_batch_size_caps_each_run(tmp_path: Path, clock: ManualClock) -> None:
-    amem = await _engine(tmp_path, clock, batch_size=10)
+async def test_batch_size_caps_each_run(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
+    amem = await _engine(memories, tmp_path, clock, batch_size=10)
     try:
         texts = [f"Invoice {1000 + i} was paid late" for i in range(25)]
         ids = await _due(amem, clock, texts, ("other", 6))
@@ -190,9 +195,9 @@ class Poisoned:
 
 
 async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
-    amem = await _engine(tmp_path, clock)  # quarantine_after: 3 by default
+    amem = await _engine(memories, tmp_path, clock)  # quarantine_after: 3 by default
     try:
         texts = [f"Log line {i:02d}: backup of server {i} finished" for i in range(60)]
         ids = await _due(amem, clock, texts)
@@ -239,11 +244,11 @@ async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
 
 @pytest.mark.slow
 async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_698(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
     """The issue's case: the two are the least important, so the sweep tries them first;
     before, the pause rule stopped every run right there, forever."""
-    amem = await _engine(tmp_path, clock)  # batch_size 500, quarantine_after 3
+    amem = await _engine(memories, tmp_path, clock)  # batch_size 500, quarantine_after 3
     try:
         texts = [f"Build {i:03d} of the nightly pipeline passed" for i in range(700)]
         ids = await _due(amem, clock, texts)
@@ -268,12 +273,14 @@ async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_69
         await amem.close()
 
 
-async def test_an_outage_does_not_quarantine(tmp_path: Path, clock: ManualClock) -> None:
+async def test_an_outage_does_not_quarantine(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
     """A backend that is down fails every memory the same way; that is not the
     memories' fault, so outage failures never count toward quarantine."""
     from tiered_memory import BackendUnavailableError
 
-    amem = await _engine(tmp_path, clock, quarantine_after=1)
+    amem = await _engine(memories, tmp_path, clock, quarantine_after=1)
     try:
         ids = await _due(amem, clock, [f"Note {i}: the train leaves at {i}" for i in range(5)])
         amem.archiver.summarizer = Poisoned(
@@ -297,10 +304,12 @@ def _importance(value: float) -> Any:
     return MemoryPatch(importance=value)
 
 
-async def test_a_dead_claim_is_taken_over(tmp_path: Path, clock: ManualClock) -> None:
+async def test_a_dead_claim_is_taken_over(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
     """A claim whose process is gone (a SIGKILLed sweep) does not block the next run,
     and the original the dead attempt wrote is deleted when the memory is archived."""
-    amem = await _engine(tmp_path, clock)
+    amem = await _engine(memories, tmp_path, clock)
     try:
         (memory_id,) = await _due(amem, clock, ["Kim's passport expires in March 2027"])
         elsewhere = "host-that-is-gone/4242/feedface"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, Memory
 from tiered_memory.archive import (
     decode_document,
@@ -52,8 +53,8 @@ OLD_ARCHIVES = """CREATE TABLE archives (
 )"""
 
 
-async def _engine(path: Path, clock: ManualClock) -> AsyncTieredMemory:
-    return await AsyncTieredMemory.embedded(path, embedder=HashingEmbedder(), clock=clock)
+async def _engine(memories: MemoryFactory, path: Path, clock: ManualClock) -> AsyncTieredMemory:
+    return await memories.open(path, embedder=HashingEmbedder(), clock=clock)
 
 
 async def _archive(amem: AsyncTieredMemory, *ids: str) -> None:
@@ -78,8 +79,10 @@ def _same_memory(back: Memory, before: Memory) -> None:
     assert np.asarray(back.embedding).tobytes() == np.asarray(before.embedding).tobytes()
 
 
-async def test_restore_gives_back_the_exact_memory(tmp_path: Path, clock: ManualClock) -> None:
-    amem = await _engine(tmp_path / "m.db", clock)
+async def test_restore_gives_back_the_exact_memory(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
+    amem = await _engine(memories, tmp_path / "m.db", clock)
     try:
         m = await amem.add(
             "Ünïcode note — Ava's allergy: penicillin, since 2019-03-04.",
@@ -104,8 +107,10 @@ async def test_restore_gives_back_the_exact_memory(tmp_path: Path, clock: Manual
         await amem.close()
 
 
-async def test_each_summary_finds_its_own_record(tmp_path: Path, clock: ManualClock) -> None:
-    amem = await _engine(tmp_path / "s.db", clock)
+async def test_each_summary_finds_its_own_record(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
+    amem = await _engine(memories, tmp_path / "s.db", clock)
     try:
         added = [await amem.add(text, namespace=NS) for text in TEXTS]
         await _archive(amem, *(m.id for m in added))
@@ -180,13 +185,13 @@ def _rewrite_as_version_1(path: Path, records: list[ArchiveRecord]) -> None:
 
 
 async def test_a_version_1_file_and_original_still_load_and_restore(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
     """A file of schema 1 (JSON record, float32 summary embedding) whose original is of
     format 1 (JSON numbers) and whose links are in the record: converted on open,
     searchable, and restored exactly."""
     path = tmp_path / "old.db"
-    amem = await _engine(path, clock)
+    amem = await _engine(memories, path, clock)
     try:
         m = await amem.add(TEXTS[3], namespace=NS, metadata={"k": "v"}, importance=0.2)
         other = await amem.add(TEXTS[4], namespace=NS)
@@ -215,7 +220,7 @@ async def test_a_version_1_file_and_original_still_load_and_restore(
         await amem.close()
     _rewrite_as_version_1(path, [old])
 
-    amem = await _engine(path, clock)
+    amem = await _engine(memories, path, clock)
     try:
         with amem.store.database.read() as conn:
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.matrix import MemoryFactory
 from tiered_memory import HashingEmbedder, ManualClock, Policy, TieredMemory
 from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.models import MemoryType, Tier
@@ -103,8 +104,8 @@ class Archive:
     """One store: every catalogue memory archived (two of them forgotten, two
     superseded first), and two live memories that match nothing in particular."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.mem = TieredMemory.embedded(
+    def __init__(self, memories: MemoryFactory, tmp_path: Path) -> None:
+        self.mem = memories.open_sync(
             tmp_path / "memory.db", embedder=HashingEmbedder(), clock=ManualClock(START)
         )
         self.catalogue = _catalogue()
@@ -146,9 +147,9 @@ class Archive:
 
 
 def test_filtered_deep_search_and_recall_return_no_archived_record_outside_the_filter(
-    tmp_path: Path,
+    tmp_path: Path, memories: MemoryFactory
 ) -> None:
-    archive = Archive(tmp_path)
+    archive = Archive(memories, tmp_path)
     mem, all_ids = archive.mem, sorted(archive.by_id)
 
     @settings(
@@ -207,8 +208,10 @@ def test_filtered_deep_search_and_recall_return_no_archived_record_outside_the_f
         mem.close()
 
 
-def test_forgotten_memories_stay_out_of_recall_once_archived(tmp_path: Path) -> None:
-    archive = Archive(tmp_path)
+def test_forgotten_memories_stay_out_of_recall_once_archived(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
+    archive = Archive(memories, tmp_path)
     mem = archive.mem
     try:
         for memory_id in archive.forgotten:
@@ -224,8 +227,10 @@ def test_forgotten_memories_stay_out_of_recall_once_archived(tmp_path: Path) -> 
         mem.close()
 
 
-def test_superseded_archives_join_only_deep_searches(tmp_path: Path) -> None:
-    archive = Archive(tmp_path)
+def test_superseded_archives_join_only_deep_searches(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
+    archive = Archive(memories, tmp_path)
     mem = archive.mem
     try:
         for memory_id in archive.superseded:
@@ -241,8 +246,10 @@ def test_superseded_archives_join_only_deep_searches(tmp_path: Path) -> None:
 # -- the relevance threshold of a plain recall -------------------------------------------
 
 
-def _one_archived(tmp_path: Path, policy: Policy | None = None) -> tuple[TieredMemory, str]:
-    mem = TieredMemory.embedded(
+def _one_archived(
+    memories: MemoryFactory, tmp_path: Path, policy: Policy | None = None
+) -> tuple[TieredMemory, str]:
+    mem = memories.open_sync(
         tmp_path / "threshold.db",
         embedder=HashingEmbedder(),
         clock=ManualClock(START),
@@ -258,8 +265,10 @@ WEAK = "what is the weather like on mars today"  # cosine ~0.13 to the archived 
 STRONG = "Acme Rockets in Leeds was the user's first employer"
 
 
-def test_a_weakly_related_archive_is_never_injected_by_a_plain_recall(tmp_path: Path) -> None:
-    mem, archived_id = _one_archived(tmp_path)
+def test_a_weakly_related_archive_is_never_injected_by_a_plain_recall(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
+    mem, archived_id = _one_archived(memories, tmp_path)
     try:
         injection = mem.recall(WEAK, namespace=NS, record_use=False)
         assert [h for h in injection.items if h.archived] == []
@@ -273,8 +282,10 @@ def test_a_weakly_related_archive_is_never_injected_by_a_plain_recall(tmp_path: 
         mem.close()
 
 
-def test_a_strongly_related_archive_joins_a_plain_recall_marked(tmp_path: Path) -> None:
-    mem, archived_id = _one_archived(tmp_path)
+def test_a_strongly_related_archive_joins_a_plain_recall_marked(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
+    mem, archived_id = _one_archived(memories, tmp_path)
     try:
         injection = mem.recall(STRONG, namespace=NS, record_use=False)
         archived = [h for h in injection.items if h.archived]
@@ -287,9 +298,9 @@ def test_a_strongly_related_archive_joins_a_plain_recall_marked(tmp_path: Path) 
         mem.close()
 
 
-def test_the_threshold_is_the_policy_field(tmp_path: Path) -> None:
+def test_the_threshold_is_the_policy_field(tmp_path: Path, memories: MemoryFactory) -> None:
     """The archived summary's cosine to the query decides, against the policy's bar."""
-    mem, archived_id = _one_archived(tmp_path)
+    mem, archived_id = _one_archived(memories, tmp_path)
     try:
         hits = mem.search(WEAK, namespace=NS, include_archived=True)
         cosine = next(h.terms.cosine for h in hits if h.memory.id == archived_id)
@@ -297,7 +308,7 @@ def test_the_threshold_is_the_policy_field(tmp_path: Path) -> None:
         mem.close()
     for bar, joins in ((cosine - 0.01, True), (cosine + 0.01, False)):
         policy = Policy(retrieval=RetrievalPolicy(archive_min_cosine=bar))
-        mem, archived_id = _one_archived(tmp_path / f"{bar:.3f}", policy)
+        mem, archived_id = _one_archived(memories, tmp_path / f"{bar:.3f}", policy)
         try:
             injection = mem.recall(WEAK, namespace=NS, record_use=False)
             assert (archived_id in {h.memory.id for h in injection.items}) is joins
@@ -320,12 +331,14 @@ def _as_before_flags(path: Path) -> None:
         conn.close()
 
 
-def test_an_older_file_gets_the_flags_from_the_originals(tmp_path: Path) -> None:
+def test_an_older_file_gets_the_flags_from_the_originals(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     """Opening a file whose records predate the flags adds them as unknown (searched as
     before); the next sweep reads them from the verified originals, and from then on a
     forgotten memory's summary stays out of recall."""
     path = tmp_path / "memory.db"
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     gone = mem.add("The locker combination is four seven one nine", namespace=NS)
     kept = mem.add("The bike lock code is two two eight", namespace=NS)
     mem.forget(gone.id, namespace=NS)
@@ -333,7 +346,7 @@ def test_an_older_file_gets_the_flags_from_the_originals(tmp_path: Path) -> None
     mem.close()
     _as_before_flags(path)
 
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     try:
         records = mem.run(mem.aio.store.get_archives(NS, [gone.id, kept.id]))
         assert {(r.do_not_inject, r.superseded) for r in records.values()} == {(None, None)}
@@ -358,17 +371,19 @@ def test_an_older_file_gets_the_flags_from_the_originals(tmp_path: Path) -> None
         mem.close()
 
 
-def test_the_backfill_keeps_each_record_s_calibrated_score(tmp_path: Path) -> None:
+def test_the_backfill_keeps_each_record_s_calibrated_score(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     """Filling the flags rewrites the record as read; its summary code (and so its
     score) must stay the one archival wrote, not the code of the read-back vector."""
     path = tmp_path / "memory.db"
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     old = mem.add("Grandmother's apple cake needs six cooking apples", namespace=NS)
     assert mem.archive([old.id], namespace=NS) == 1
     before = mem.search(old.content, namespace=NS, tiers=["archived"])[0].terms.cosine
     mem.close()
     _as_before_flags(path)
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     try:
         assert mem.maintain().count("archive_flags_filled") == 1
         after = mem.search(old.content, namespace=NS, tiers=["archived"])[0].terms.cosine
@@ -407,14 +422,14 @@ def _under_the_plain_id(mem: TieredMemory, memory_id: str) -> None:
 
 
 def test_a_version_3_file_gets_the_columns_and_flags_from_originals_under_the_plain_id(
-    tmp_path: Path,
+    tmp_path: Path, memories: MemoryFactory
 ) -> None:
     """A file of schema 3 (no journal, no flag columns) whose originals sit under the
     memory's id, as before content addressing: opened, it is upgraded to this version
     with the flags unknown; the sweep reads them from those originals; restore still
     finds them."""
     path = tmp_path / "memory.db"
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     gone = mem.add("The safe deposit box number is 3141", namespace=NS)
     kept = mem.add("The spare house key is under the blue flowerpot", namespace=NS)
     mem.forget(gone.id, namespace=NS)
@@ -424,7 +439,7 @@ def test_a_version_3_file_gets_the_columns_and_flags_from_originals_under_the_pl
     mem.close()
     _as_version_3(path)
 
-    mem = TieredMemory.embedded(path, embedder=HashingEmbedder(), clock=ManualClock(START))
+    mem = memories.open_sync(path, embedder=HashingEmbedder(), clock=ManualClock(START))
     try:
         with mem.aio.store.database.read() as conn:
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
@@ -450,20 +465,20 @@ def test_a_version_3_file_gets_the_columns_and_flags_from_originals_under_the_pl
 
 
 def test_an_unreadable_original_is_reported_and_does_not_hold_up_the_rest(
-    tmp_path: Path,
+    tmp_path: Path, memories: MemoryFactory
 ) -> None:
     """The backfill fills `batch_size` records per run; a record whose original is gone
     is reported each run and stays unknown, while the ones after it are still filled."""
     path = tmp_path / "memory.db"
     policy = Policy(archival=ArchivalPolicy(batch_size=2))
-    mem = TieredMemory.embedded(
+    mem = memories.open_sync(
         path, embedder=HashingEmbedder(), clock=ManualClock(START), policy=policy
     )
-    memories = [
+    added = [
         mem.add(f"Travel journal page {i}: the train left platform {i + 2}", namespace=NS)
         for i in range(4)
     ]
-    ids = sorted(m.id for m in memories)
+    ids = sorted(m.id for m in added)
     broken, forgotten = ids[0], ids[2]  # the broken one comes first in the scan
     mem.forget(forgotten, namespace=NS)
     assert mem.archive(ids, namespace=NS) == 4
@@ -472,7 +487,7 @@ def test_an_unreadable_original_is_reported_and_does_not_hold_up_the_rest(
     mem.close()
     _as_before_flags(path)
 
-    mem = TieredMemory.embedded(
+    mem = memories.open_sync(
         path, embedder=HashingEmbedder(), clock=ManualClock(START), policy=policy
     )
     try:

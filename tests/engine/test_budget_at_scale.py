@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     BudgetShares,
     HashingEmbedder,
@@ -33,13 +34,17 @@ def note(i: int) -> str:
     )
 
 
+# Budget packing over 1,000 memories, without links: the other backend combinations
+# run with --matrix (tests/matrix.py).
+pytestmark = pytest.mark.matrix
+
 TIER_SHARES = BudgetShares(pinned=0.25, hot=0.15, warm=0.35, cold=0.25)
 
 
 @pytest.fixture
-def shared(tmp_path: Path, clock: ManualClock) -> Iterator[TieredMemory]:
+def shared(tmp_path: Path, clock: ManualClock, memories: MemoryFactory) -> Iterator[TieredMemory]:
     """A memory whose Policy reserves a share of the budget for each tier."""
-    engine = TieredMemory.embedded(
+    engine = memories.open_sync(
         tmp_path / "shares.db",
         embedder=HashingEmbedder(),
         clock=clock,

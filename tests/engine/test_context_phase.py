@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
+from tests.matrix import MemoryFactory
 from tiered_memory import HashingEmbedder, ManualClock, Policy, RetrievalPolicy, TieredMemory
+
+# Ranking rules read the store alone: the graph and the object store take no part, so
+# the other backend combinations run with --matrix (tests/matrix.py).
+pytestmark = pytest.mark.matrix
 
 QUESTION = "Melanie: which city did you move to after the wedding in Lisbon?"
 ANSWER = "Caroline: Porto, we took a small flat near the river"
@@ -38,9 +45,11 @@ def test_the_turn_after_a_strong_hit_follows_it(mem: TieredMemory, clock: Manual
     assert answer.score <= question.score
 
 
-def test_without_the_phase_the_answer_is_not_found(tmp_path: Path, clock: ManualClock) -> None:
+def test_without_the_phase_the_answer_is_not_found(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
     policy = Policy(retrieval=RetrievalPolicy(context_seeds=0))
-    mem = TieredMemory.embedded(
+    mem = memories.open_sync(
         tmp_path / "off.db", embedder=HashingEmbedder(), clock=clock, policy=policy
     )
     try:

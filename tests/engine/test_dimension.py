@@ -4,6 +4,9 @@ The dimension is the embedder's (its `dimension`, or `dimension=` given, or meas
 once), recorded in the store when it is opened, and every vector of another size is
 refused before anything is written; a file opened with an embedder of another size
 is a ConfigurationError, not a store that fails on every call afterwards.
+
+One backend: the dimension is the store's and the embedder's, and neither the graph nor
+the object store takes part; `embedded` is also the opening path these tests check.
 """
 
 from __future__ import annotations

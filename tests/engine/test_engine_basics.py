@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     AssociationPolicy,
     AsyncTieredMemory,
@@ -29,6 +30,7 @@ from tiered_memory import (
 
 
 def test_design_snippet_runs_as_written(tmp_path: Path) -> None:
+    # The documented snippet, so on the embedded default it documents.
     clock = ManualClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
     mem = TieredMemory.embedded(tmp_path / "memory.db", embedder=HashingEmbedder(), clock=clock)
     try:
@@ -83,6 +85,8 @@ def test_add_goes_hot_with_every_field(mem: TieredMemory, clock: ManualClock) ->
     assert got.use_count == 0
 
 
+# Validation before anything is written: the other combinations run with --matrix.
+@pytest.mark.matrix
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -106,6 +110,8 @@ def test_bad_input_is_a_typed_error_and_writes_nothing(
     assert mem.stats(namespace="ns").total == 1
 
 
+# Validation before anything is written: the other combinations run with --matrix.
+@pytest.mark.matrix
 def test_wrong_embedding_dimension_is_rejected_before_writing(mem: TieredMemory) -> None:
     mem.add("first", namespace="ns")  # fixes the store at 384 dimensions
     with pytest.raises(DimensionMismatchError):
@@ -132,9 +138,11 @@ def test_near_duplicate_strengthens_instead_of_inserting(mem: TieredMemory) -> N
     assert mem.stats(namespace="ns").total == 1
 
 
-def test_dedup_can_be_turned_off(tmp_path: Path, clock: ManualClock) -> None:
+def test_dedup_can_be_turned_off(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
     policy = Policy(limits=Limits(dedup_similarity=None))
-    mem = TieredMemory.embedded(tmp_path / "m.db", clock=clock, policy=policy)
+    mem = memories.open_sync(tmp_path / "m.db", clock=clock, policy=policy)
     try:
         a = mem.add("same words", namespace="ns")
         b = mem.add("same words", namespace="ns")
@@ -176,9 +184,11 @@ def test_search_does_not_count_use_but_recall_counts_only_injected(mem: TieredMe
     assert mem.get(b.id, namespace="ns").use_count == 0  # type: ignore[union-attr]
 
 
-def test_co_injected_memories_strengthen_their_link(tmp_path: Path, clock: ManualClock) -> None:
+def test_co_injected_memories_strengthen_their_link(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
     policy = Policy(associations=AssociationPolicy(co_recall_boost=0.1))
-    mem = TieredMemory.embedded(
+    mem = memories.open_sync(
         tmp_path / "co.db", embedder=HashingEmbedder(), clock=clock, policy=policy
     )
     try:
@@ -250,11 +260,11 @@ def test_promote_and_demote_rules(mem: TieredMemory) -> None:
 
 @pytest.mark.parametrize("cold_factor", [1.0, 0.5])  # the default, DESIGN.md's first
 def test_cold_is_searched_on_deep_or_explicit_tiers_with_its_factor(
-    tmp_path: Path, clock: ManualClock, cold_factor: float
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory, cold_factor: float
 ) -> None:
     factors = {**ScoringWeights().tier_factor, Tier.COLD: cold_factor}
     policy = Policy(scoring=ScoringWeights(tier_factor=factors))
-    mem = TieredMemory.embedded(
+    mem = memories.open_sync(
         tmp_path / "cold.db", embedder=HashingEmbedder(), clock=clock, policy=policy
     )
     m = mem.add("The old office was on Baker Street", namespace="ns")
@@ -381,6 +391,8 @@ def test_explicit_ids_are_kept_and_collisions_rejected(mem: TieredMemory) -> Non
     assert mem.add("other tenant", namespace="ns2", id="doc-1").namespace == "ns2"
 
 
+# Validation before anything is written: the other combinations run with --matrix.
+@pytest.mark.matrix
 def test_negative_budget_and_bad_k_are_rejected(mem: TieredMemory) -> None:
     with pytest.raises(ValidationError):
         mem.recall("x", namespace="ns", budget_tokens=-1)
@@ -389,6 +401,8 @@ def test_negative_budget_and_bad_k_are_rejected(mem: TieredMemory) -> None:
     assert mem.recall("x", namespace="ns", budget_tokens=0).items == []
 
 
+# The SQLite store's JSON: the other combinations run with --matrix.
+@pytest.mark.matrix
 def test_metadata_text_holding_nul_is_found_by_its_filter(mem: TieredMemory) -> None:
     """Regression: SQLite's JSON functions cut "a\\x00b" to "a", so the filter missed it."""
     nul = mem.add("a memory with a NUL in its metadata", namespace="ns", metadata={"k": "a\x00b"})
@@ -398,6 +412,8 @@ def test_metadata_text_holding_nul_is_found_by_its_filter(mem: TieredMemory) -> 
         assert [h.memory.id for h in hits] == [wanted]
 
 
+# The SQLite store's JSON: the other combinations run with --matrix.
+@pytest.mark.matrix
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
 def test_integers_beyond_64_bits_are_refused_in_metadata_and_filters(
     mem: TieredMemory, value: int
@@ -414,13 +430,13 @@ def test_integers_beyond_64_bits_are_refused_in_metadata_and_filters(
 
 
 def test_cold_phase_fetches_what_the_active_tiers_lacked(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
     def engine(cold_candidates: int) -> TieredMemory:
         # no context phase: this counts what the COLD phase fetched
         retrieval = RetrievalPolicy(cold_candidates=cold_candidates, context_seeds=0)
         policy = Policy(retrieval=retrieval)
-        return TieredMemory.embedded(
+        return memories.open_sync(
             tmp_path / f"c{cold_candidates}.db",
             embedder=HashingEmbedder(),
             clock=clock,

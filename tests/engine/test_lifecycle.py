@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -186,10 +187,10 @@ STEPS = [
 
 @pytest.mark.parametrize(("port", "method"), STEPS)
 async def test_a_failure_at_any_archival_step_loses_nothing(
-    tmp_path: Path, clock: ManualClock, port: str, method: str
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory, port: str, method: str
 ) -> None:
     fast = Policy(archival=ArchivalPolicy(backoff_base_seconds=0.0))
-    amem = await AsyncTieredMemory.embedded(tmp_path / "f.db", clock=clock, policy=fast)
+    amem = await memories.open(tmp_path / "f.db", clock=clock, policy=fast)
     try:
         await _failure_scenario(amem, clock, port, method)
     finally:
@@ -255,10 +256,10 @@ async def _failure_scenario(
 
 
 async def test_archival_pauses_when_more_than_5_percent_fail(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
     policy = Policy(archival=ArchivalPolicy(backoff_base_seconds=0.0, max_retries=1))
-    amem = await AsyncTieredMemory.embedded(tmp_path / "p.db", clock=clock, policy=policy)
+    amem = await memories.open(tmp_path / "p.db", clock=clock, policy=policy)
     try:
         await _pause_scenario(amem, clock)
     finally:
@@ -380,6 +381,8 @@ def test_background_runner_repeats_and_stops(mem: TieredMemory, clock: ManualClo
 
 
 def test_no_two_sweeps_across_processes(tmp_path: Path, clock: ManualClock) -> None:
+    # One backend: the sweep lock is a file beside the SQLite file, whatever the graph
+    # and object store are.
     db = tmp_path / "shared.db"
     mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=clock)
     try:

@@ -9,6 +9,10 @@ import pytest
 
 from tiered_memory import ManualClock, TieredMemory
 
+# Ranking rules read the store alone: the graph and the object store take no part, so
+# the other backend combinations run with --matrix (tests/matrix.py).
+pytestmark = pytest.mark.matrix
+
 
 def test_the_named_speaker_outranks_an_equal_line_of_another(
     mem: TieredMemory, clock: ManualClock

@@ -3,8 +3,14 @@ of common words only still gets the memories closest in meaning."""
 
 from __future__ import annotations
 
+import pytest
+
 from tiered_memory import AsyncTieredMemory
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+
+# Ranking rules read the store alone: the graph and the object store take no part, so
+# the other backend combinations run with --matrix (tests/matrix.py).
+pytestmark = pytest.mark.matrix
 
 
 async def _fill(amem: AsyncTieredMemory) -> None:

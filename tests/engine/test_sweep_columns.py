@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -131,21 +132,24 @@ def reference(memories: list[Memory], policy: Policy) -> tuple[dict[str, Memory]
     return state, moved
 
 
-async def engine(tmp_path: Path, policy: Policy) -> AsyncTieredMemory:
-    return await AsyncTieredMemory.embedded(
+async def engine(factory: MemoryFactory, tmp_path: Path, policy: Policy) -> AsyncTieredMemory:
+    return await factory.open(
         tmp_path / "m.db", embedder=HashingEmbedder(DIM), clock=ManualClock(NOW), policy=policy
     )
 
 
 @pytest.fixture
-async def amem(tmp_path: Path) -> AsyncIterator[AsyncTieredMemory]:
-    mem = await engine(tmp_path, NO_CONSOLIDATION)
+async def amem(tmp_path: Path, memories: MemoryFactory) -> AsyncIterator[AsyncTieredMemory]:
+    mem = await engine(memories, tmp_path, NO_CONSOLIDATION)
     try:
         yield mem
     finally:
         await mem.close()
 
 
+# 400 memories: the other combinations run with --matrix (the life-cycle tests sweep
+# over every backend by default).
+@pytest.mark.matrix
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_the_sweep_decides_what_the_rules_decide_one_by_one(
     amem: AsyncTieredMemory, seed: int
@@ -205,20 +209,22 @@ async def test_a_hot_memory_due_to_leave_warm_goes_straight_to_cold(
     )
 
 
-async def test_consolidation_windows_carry_ungrouped_memories(tmp_path: Path) -> None:
+async def test_consolidation_windows_carry_ungrouped_memories(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     """With windows of 4 candidates, near-duplicates in neighbouring windows still meet:
     the ungrouped end of one window is carried into the next."""
     policy = Policy(archival=ArchivalPolicy(batch_size=4))
-    mem = await engine(tmp_path, policy)
+    mem = await engine(memories, tmp_path, policy)
     try:
         last = NOW - timedelta(days=40)  # episodic, unused: retention 1/16
         rng = np.random.default_rng(3)
         base = rng.normal(size=DIM)
-        memories = []
+        batch = []
         for i in range(10):
             twin = i in (3, 4)  # the end of the first window, the start of the second
             vector = base + rng.normal(scale=0.01, size=DIM) if twin else rng.normal(size=DIM)
-            memories.append(
+            batch.append(
                 Memory(
                     id=f"c{i}",
                     namespace=NS,
@@ -231,7 +237,7 @@ async def test_consolidation_windows_carry_ungrouped_memories(tmp_path: Path) ->
                     tier_changed_at=NOW - timedelta(days=1),
                 )
             )
-        await mem.store.put_many(NS, memories)
+        await mem.store.put_many(NS, batch)
         report = await mem.maintain(now=NOW)
         assert report.count("consolidated") == 2
         twins = await mem.store.get_many(NS, ["c3", "c4"])
@@ -242,7 +248,7 @@ async def test_consolidation_windows_carry_ungrouped_memories(tmp_path: Path) ->
 
 
 @st.composite
-def memories(draw: st.DrawFn) -> Memory:
+def any_memory(draw: st.DrawFn) -> Memory:
     created = NOW - timedelta(seconds=draw(st.integers(0, 400 * 86_400)))
     gap = draw(st.none() | st.integers(0, 400 * 86_400))
     return Memory(
@@ -259,7 +265,7 @@ def memories(draw: st.DrawFn) -> Memory:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(memories(), min_size=1, max_size=30))
+@given(st.lists(any_memory(), min_size=1, max_size=30))
 def test_column_retention_is_the_scalar_retention(batch: list[Memory]) -> None:
     dp = Policy().decay
     got = column_retention(MemoryFacts.of(batch), NOW, dp)

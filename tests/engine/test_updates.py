@@ -8,7 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import HashingEmbedder, ManualClock, Policy, RetrievalPolicy, TieredMemory
+
+# Ranking rules read the store alone: the graph and the object store take no part, so
+# the other backend combinations run with --matrix (tests/matrix.py).
+pytestmark = pytest.mark.matrix
 
 OLD = "The user lives in Leeds, in a flat by the canal"
 NEW = "The user lives in York now, they moved in March"
@@ -35,10 +40,10 @@ def _ask(mem: TieredMemory) -> list[str]:
 
 
 @pytest.fixture
-def updating(tmp_path: Path, clock: ManualClock) -> TieredMemory:
+def updating(tmp_path: Path, clock: ManualClock, memories: MemoryFactory) -> TieredMemory:
     """The rule is opt-in (off by default: no measured gain on the dev sets)."""
     policy = Policy(retrieval=RetrievalPolicy(update_similarity=0.8))
-    memory = TieredMemory.embedded(
+    memory = memories.open_sync(
         tmp_path / "on.db", embedder=HashingEmbedder(), clock=clock, policy=policy
     )
     yield memory  # type: ignore[misc]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
@@ -48,10 +49,10 @@ class FailingOn:
 
 
 @pytest.fixture
-async def flaky(tmp_path: Path, clock: ManualClock) -> AsyncIterator[AsyncTieredMemory]:
-    engine = await AsyncTieredMemory.embedded(
-        tmp_path / "flaky.db", embedder=FailingOn(), clock=clock
-    )
+async def flaky(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> AsyncIterator[AsyncTieredMemory]:
+    engine = await memories.open(tmp_path / "flaky.db", embedder=FailingOn(), clock=clock)
     try:
         yield engine
     finally:
