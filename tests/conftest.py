@@ -1,7 +1,7 @@
 """What the default run (`tox`, plain `pytest`) leaves out, and how to ask for it:
 
-- `--matrix`: tests marked `matrix` or `slow` on every backend combination, not only
-  on the embedded default (tests/matrix.py);
+- `--matrix`: tests marked `matrix` on every backend combination, not only on the
+  embedded default (tests/matrix.py);
 - `-m soak`: long fault-injection variants.
 """
 
@@ -15,7 +15,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--matrix",
         action="store_true",
         default=False,
-        help="run tests marked matrix or slow on every backend combination (tests/matrix.py)",
+        help="run tests marked matrix on every backend combination (tests/matrix.py)",
     )
 
 

@@ -15,12 +15,13 @@ embedded default (`sqlite-local`) it *is* `embedded`, so that combination runs e
 test exactly as written. Servers are looked up by fixture name only for the
 combinations that need them: a run of the default combination starts none.
 
-Selection. Every test that takes `memories` (or `backends`) runs on every combination;
-a test marked `matrix` (the graph and the object store take no part in what it checks)
-or `slow` runs on the embedded default only, and on the rest with `--matrix`. The
-default run (`tox`) so runs every backend at least once, and the core of the engine
-and reliability tests on all of them. Combinations with a server carry the backend's
-marker (`neo4j`, `s3`): `-m "not neo4j"` leaves them out.
+Selection. Every test that takes `memories` (or `backends`) runs on every combination.
+A test marked `matrix` (slow, or the graph and the object store take no part in what it
+checks) runs on the embedded default only, `matrix(diagonal=True)` also on a server
+for each port at once; the rest with `--matrix`. The default run (`tox`) so runs every
+backend at least once, and the core of the engine and reliability tests on all of
+them. Combinations with a server carry the backend's marker (`neo4j`, `s3`):
+`-m "not neo4j"` leaves them out.
 
 Sharing servers. A Bolt server keeps one graph for every client (FalkorDB ignores the
 database name), so `memories` clears it before a test's first memory on it (tests run
@@ -62,6 +63,15 @@ from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+# Every node and link on a Bolt server, for `MemoryFactory.elsewhere`.
+_DUMP = """
+MATCH (n:Memory)
+OPTIONAL MATCH (n)-[r:ASSOCIATED]->(m:Memory)
+RETURN n.namespace AS ns, n.id AS id, m.id AS other, r.weight AS weight, r.kind AS kind,
+       r.updated_at AS updated
+"""
+_SYNC_BOLT: dict[str, Any] = {"connection_timeout": 1.0, "connection_acquisition_timeout": 3.0}
+
 EMBEDDED_GRAPH = "sqlite"
 EMBEDDED_OBJECTS = "local"
 
@@ -88,25 +98,34 @@ class Backends:
         marks = [] if self.graph == EMBEDDED_GRAPH else [pytest.mark.neo4j]
         return marks + ([pytest.mark.s3] if self.objects != EMBEDDED_OBJECTS else [])
 
+    @property
+    def diagonal(self) -> bool:
+        """The embedded default, or a server for each port at once."""
+        return (self.graph == EMBEDDED_GRAPH) == (self.objects == EMBEDDED_OBJECTS)
 
-EMBEDDED = Backends(EMBEDDED_GRAPH, EMBEDDED_OBJECTS)
+
 COMBINATIONS = tuple(
     Backends(graph, objects)
     for graph in (EMBEDDED_GRAPH, *bolt_backends())
     for objects in (EMBEDDED_OBJECTS, "s3")
 )
-OPT_IN = ("matrix", "slow")
 
 
 def parametrize_backends(metafunc: pytest.Metafunc) -> None:
-    """One test per combination for every test that uses `backends` (or `memories`);
-    only the embedded default for a test marked `matrix` or `slow`, unless the run
-    asks for the whole matrix (`--matrix`)."""
+    """One test per combination for every test that uses `backends` (or `memories`).
+
+    Without `--matrix`, a test marked `matrix` runs on the embedded default only, or
+    with `matrix(diagonal=True)` on the embedded default and on a server for each port
+    at once (every backend, in half the runs)."""
     if "backends" not in metafunc.fixturenames:
         return
-    opt_in = any(metafunc.definition.get_closest_marker(name) for name in OPT_IN)
-    every = not opt_in or metafunc.config.getoption("matrix", default=False)
-    combinations = COMBINATIONS if every else (EMBEDDED,)
+    marker = metafunc.definition.get_closest_marker("matrix")
+    combinations = list(COMBINATIONS)
+    if marker is not None and not metafunc.config.getoption("matrix", default=False):
+        if marker.kwargs.get("diagonal", False):
+            combinations = [b for b in combinations if b.diagonal]
+        else:
+            combinations = [b for b in combinations if b.embedded]
     params = [pytest.param(b, id=b.id, marks=b.marks) for b in combinations]
     metafunc.parametrize("backends", params, indirect=True)
 
@@ -179,6 +198,31 @@ class MemoryFactory:
         """The blocking face over `open(path, **options)`; its connections live on the
         facade's loop, where its calls run."""
         return TieredMemory.from_async(self.open(path, **options))
+
+    def elsewhere(self) -> frozenset[tuple[Any, ...]]:
+        """What this test's memories hold outside their SQLite file: every node and
+        link on the Bolt server (cleared for this test), and every object under this
+        test's S3 prefixes with its ETag. Empty on the embedded default, where links
+        are rows of the file and originals files of the folder."""
+        held: set[tuple[Any, ...]] = set()
+        if self.bolt is not None and self.graph_cleared:
+            held.update(self._bolt_rows())
+        if self.s3 is not None:
+            for prefix in self.prefixes.values():
+                pages = self.s3.client.get_paginator("list_objects_v2")
+                for page in pages.paginate(Bucket=self.s3.name, Prefix=prefix + "/"):
+                    held.update(("s3", o["Key"], o["ETag"]) for o in page.get("Contents", []))
+        return frozenset(held)
+
+    def _bolt_rows(self) -> Iterator[tuple[Any, ...]]:
+        from neo4j import GraphDatabase
+
+        assert self.bolt is not None
+        with GraphDatabase.driver(self.bolt.uri, auth=self.bolt.auth, **_SYNC_BOLT) as driver:
+            records, _, _ = driver.execute_query(_DUMP)
+        self.bolt.heal()  # the driver's GOODBYE left a descriptor to absorb
+        for r in records:
+            yield ("bolt", r["ns"], r["id"], r["other"], r["weight"], r["kind"], r["updated"])
 
     async def _graph(self, store: SQLiteMemoryStore) -> AssociationGraph:
         if self.backends.graph == EMBEDDED_GRAPH:

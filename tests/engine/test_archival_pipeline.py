@@ -243,6 +243,7 @@ async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
 
 
 @pytest.mark.slow
+@pytest.mark.matrix  # 700 memories: the other combinations run with --matrix
 async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_698(
     tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
@@ -42,6 +43,11 @@ from .conftest import START
 from .invariants import sqlite_store
 from .state import State, state_of
 
+# Checks made before anything reaches a port: the server combinations run with
+# --matrix (tests/matrix.py; the hostile namespaces and ids of test_hostile_input.py
+# run on the servers by default).
+pytestmark = pytest.mark.matrix
+
 T = TypeVar("T")
 DIM = 64
 
@@ -49,13 +55,14 @@ DIM = 64
 class Probe:
     """A memory with one sentinel, and `refused` to run a call that must fail cleanly."""
 
-    def __init__(self, mem: TieredMemory, archive: Path) -> None:
+    def __init__(self, mem: TieredMemory, archive: Path, memories: MemoryFactory) -> None:
         self.mem = mem
         self.archive = archive
+        self.elsewhere = memories.elsewhere
         self.sentinel = mem.add("the sentinel: the boiler was serviced in May")
 
     def state(self) -> State:
-        return state_of(self.mem.aio, self.archive)
+        return state_of(self.mem.aio, self.archive, self.elsewhere)
 
     def refused(
         self,
@@ -74,15 +81,15 @@ class Probe:
 
 
 @pytest.fixture
-def probe(tmp_path: Path) -> Iterator[Probe]:
-    mem = TieredMemory.embedded(
+def probe(tmp_path: Path, memories: MemoryFactory) -> Iterator[Probe]:
+    mem = memories.open_sync(
         tmp_path / "boundary.db",
         embedder=HashingEmbedder(DIM),
         clock=ManualClock(START),
         archive_dir=tmp_path / "archive",
     )
     try:
-        yield Probe(mem, tmp_path / "archive")
+        yield Probe(mem, tmp_path / "archive", memories)
     finally:
         mem.close()
 
@@ -135,11 +142,9 @@ def test_ids_and_sources_have_a_length_limit(probe: Probe) -> None:
     assert got.source == "s" * limits.max_source_chars
 
 
-def test_the_limits_are_policy(tmp_path: Path) -> None:
+def test_the_limits_are_policy(tmp_path: Path, memories: MemoryFactory) -> None:
     policy = Policy(limits=Limits(max_id_chars=4, max_source_chars=3))
-    with TieredMemory.embedded(
-        tmp_path / "p.db", embedder=HashingEmbedder(DIM), policy=policy
-    ) as mem:
+    with memories.open_sync(tmp_path / "p.db", embedder=HashingEmbedder(DIM), policy=policy) as mem:
         with pytest.raises(ValidationError, match="max_id_chars"):
             mem.add("x", id="12345")
         with pytest.raises(ValidationError, match="max_source_chars"):
@@ -305,10 +310,10 @@ class StringClock:
 
 
 @pytest.mark.parametrize("clock", [NaiveClock(), BrokenClock(), StringClock()])
-def test_a_clock_that_misbehaves_is_named(tmp_path: Path, clock: Any) -> None:
-    with TieredMemory.embedded(
-        tmp_path / "c.db", embedder=HashingEmbedder(DIM), clock=clock
-    ) as mem:
+def test_a_clock_that_misbehaves_is_named(
+    tmp_path: Path, memories: MemoryFactory, clock: Any
+) -> None:
+    with memories.open_sync(tmp_path / "c.db", embedder=HashingEmbedder(DIM), clock=clock) as mem:
         for call in (lambda: mem.add("x"), lambda: mem.maintain(), lambda: mem.recall("x")):
             with pytest.raises(ConfigurationError, match=type(clock).__name__):
                 call()
@@ -352,8 +357,10 @@ ODD_OUTPUTS: dict[str, Callable[[int], Any]] = {
 
 
 @pytest.mark.parametrize("odd", list(ODD_OUTPUTS))
-def test_an_embedder_that_misbehaves_is_named(tmp_path: Path, odd: str) -> None:
-    with TieredMemory.embedded(tmp_path / "e.db", embedder=OddEmbedder(ODD_OUTPUTS[odd])) as mem:
+def test_an_embedder_that_misbehaves_is_named(
+    tmp_path: Path, memories: MemoryFactory, odd: str
+) -> None:
+    with memories.open_sync(tmp_path / "e.db", embedder=OddEmbedder(ODD_OUTPUTS[odd])) as mem:
         for call in (
             lambda: mem.add("the boiler was serviced"),
             lambda: mem.add_many(["one", "two"]),
@@ -375,19 +382,19 @@ class HangingEmbedder:
         raise AssertionError("unreachable")
 
 
-def test_an_embedder_that_hangs_times_out(tmp_path: Path) -> None:
+def test_an_embedder_that_hangs_times_out(tmp_path: Path, memories: MemoryFactory) -> None:
     policy = Policy(limits=Limits(embed_timeout_seconds=0.2))
-    with TieredMemory.embedded(tmp_path / "h.db", embedder=HangingEmbedder(), policy=policy) as mem:
+    with memories.open_sync(tmp_path / "h.db", embedder=HangingEmbedder(), policy=policy) as mem:
         for call in (lambda: mem.add("x"), lambda: mem.search("x")):
             with pytest.raises(EmbedderError, match=r"HangingEmbedder.*0\.2"):
                 call()
         assert mem.namespaces() == []
 
 
-def test_a_good_embedder_is_still_itself(tmp_path: Path) -> None:
+def test_a_good_embedder_is_still_itself(tmp_path: Path, memories: MemoryFactory) -> None:
     """The guard forwards what callers read from the embedder they passed."""
     inner = HashingEmbedder(DIM)
-    with TieredMemory.embedded(tmp_path / "g.db", embedder=inner) as mem:
+    with memories.open_sync(tmp_path / "g.db", embedder=inner) as mem:
         assert mem.aio.embedder.dimension == DIM  # type: ignore[attr-defined]
         assert mem.add("the boiler").content == "the boiler"
 
