@@ -62,6 +62,7 @@ from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from neo4j import Driver
 
 # Every node and link on a Bolt server, for `MemoryFactory.elsewhere`.
 _DUMP = """
@@ -139,6 +140,7 @@ class MemoryFactory:
     s3: SharedBucket | None = None  # the bucket of an S3 combination
     prefixes: dict[Path, str] = field(default_factory=dict)
     graph_cleared: bool = False
+    reader: Driver | None = None  # reads the Bolt server for `elsewhere`
 
     async def open(
         self,
@@ -215,14 +217,21 @@ class MemoryFactory:
         return frozenset(held)
 
     def _bolt_rows(self) -> Iterator[tuple[Any, ...]]:
-        from neo4j import GraphDatabase
+        if self.reader is None:  # one blocking driver per test, closed by `memories`
+            from neo4j import GraphDatabase
 
-        assert self.bolt is not None
-        with GraphDatabase.driver(self.bolt.uri, auth=self.bolt.auth, **_SYNC_BOLT) as driver:
-            records, _, _ = driver.execute_query(_DUMP)
-        self.bolt.heal()  # the driver's GOODBYE left a descriptor to absorb
+            assert self.bolt is not None
+            self.reader = GraphDatabase.driver(self.bolt.uri, auth=self.bolt.auth, **_SYNC_BOLT)
+        records, _, _ = self.reader.execute_query(_DUMP)
         for r in records:
             yield ("bolt", r["ns"], r["id"], r["other"], r["weight"], r["kind"], r["updated"])
+
+    def close(self) -> None:
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            reader.close()
+            if self.bolt is not None:
+                self.bolt.heal()  # the driver's GOODBYE left descriptors to absorb
 
     async def _graph(self, store: SQLiteMemoryStore) -> AssociationGraph:
         if self.backends.graph == EMBEDDED_GRAPH:
@@ -274,6 +283,7 @@ def memories(backends: Backends, request: pytest.FixtureRequest) -> Iterator[Mem
         request.getfixturevalue("_dummy_aws")  # nothing can reach real AWS
         factory.s3 = request.getfixturevalue("matrix_bucket")
     yield factory
+    factory.close()
     if server is not None and not server.running:
         # A crash fails the test it happened in, not every later test of the session.
         tail = server.log_tail(60)

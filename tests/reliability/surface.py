@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 import langchain_tiered_memory
 import llamaindex_tiered_memory
 import tiered_memory
+from tests.matrix import MemoryFactory
 from tiered_memory import HashingEmbedder, ManualClock, MemoryType, Tier, TieredMemory
 
 DIM = 64
@@ -72,10 +73,11 @@ hostile = st.recursive(
 
 @dataclass(repr=False)
 class World:
-    """A seeded embedded memory and every face built over it."""
+    """A seeded memory and every face built over it."""
 
     mem: TieredMemory
     archive: Path
+    elsewhere: Callable[[], frozenset[tuple[Any, ...]]]  # what the servers hold
     ids: list[str] = field(default_factory=list)
     faces: dict[str, Any] = field(default_factory=dict)
 
@@ -83,14 +85,14 @@ class World:
         return "World()"
 
 
-def build_world(tmp: Path) -> World:
-    mem = TieredMemory.embedded(
+def build_world(memories: MemoryFactory, tmp: Path) -> World:
+    mem = memories.open_sync(
         tmp / "world.db",
         embedder=HashingEmbedder(DIM),
         clock=ManualClock(START),
         archive_dir=tmp / "archive",
     )
-    world = World(mem, tmp / "archive")
+    world = World(mem, tmp / "archive", memories.elsewhere)
     for ns in NAMESPACES:
         added = mem.add_many(
             [

@@ -1,8 +1,13 @@
 """Hostile and malformed input (issue 11, part 3), generated with hypothesis.
 
 Every input gets either a typed error (a `TieredMemoryError`) or a correct result;
-on an error nothing was written (the SQLite connection's `total_changes` and the
-archive folder are unchanged), and nothing else is ever raised. Where the rules of
+on an error nothing was written (the SQLite connection's `total_changes`, the
+archive folder, and what the graph and object servers hold are unchanged), and
+nothing else is ever raised.
+
+The probes run on every backend combination with --matrix (tests/matrix.py); by
+default the embedded one, and the injection-shaped namespaces and ids also on the
+Bolt graph with S3, where they reach Cypher and object keys. Where the rules of
 DESIGN.md section 8 say which inputs are bad, the test predicts the outcome and
 checks the library agrees.
 """
@@ -26,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchiveIntegrityError,
     AsyncTieredMemory,
@@ -48,6 +54,8 @@ from . import surface
 from .conftest import START
 from .invariants import sqlite_store
 from .state import state_of
+
+pytestmark = pytest.mark.matrix
 
 T = TypeVar("T")
 DIM = 64
@@ -124,14 +132,15 @@ class Probe:
 
     mem: TieredMemory
     archive: Path
+    memories: MemoryFactory
 
-    def changes(self) -> tuple[int, int]:
+    def changes(self) -> tuple[int, int, frozenset[tuple[Any, ...]]]:
         with sqlite_store(self.mem.aio).database.read() as conn:
             rows = conn.total_changes
         files = (
             sum(1 for p in self.archive.rglob("*") if p.is_file()) if self.archive.exists() else 0
         )
-        return rows, files
+        return rows, files, self.memories.elsewhere()
 
     def attempt(self, call: Callable[[], T]) -> T | TieredMemoryError:
         """Run `call`; a typed error is returned (after checking nothing was written),
@@ -146,8 +155,8 @@ class Probe:
 
 
 @pytest.fixture
-def probe(tmp_path: Path) -> Iterator[Probe]:
-    mem = TieredMemory.embedded(
+def probe(tmp_path: Path, memories: MemoryFactory) -> Iterator[Probe]:
+    mem = memories.open_sync(
         tmp_path / "hostile.db",
         embedder=HashingEmbedder(DIM),
         clock=ManualClock(START),
@@ -155,7 +164,7 @@ def probe(tmp_path: Path) -> Iterator[Probe]:
     )
     try:
         mem.add("the sentinel memory that must survive every attack", namespace="sentinel")
-        yield Probe(mem, tmp_path / "archive")
+        yield Probe(mem, tmp_path / "archive", memories)
         assert mem.stats(namespace="sentinel").total == 1
     finally:
         mem.close()
@@ -356,6 +365,7 @@ def namespace_is_valid(ns: str) -> bool:
     return bool(ns.strip()) and len(ns) <= 256 and not control
 
 
+@pytest.mark.matrix(diagonal=True)
 @SETTINGS
 @given(ns=identifiers, memory_id=identifiers)
 def test_injection_shaped_namespaces_and_ids(probe: Probe, ns: str, memory_id: str) -> None:
@@ -493,12 +503,17 @@ def _mutations(original: bytes) -> st.SearchStrategy[bytes]:
 
 @dataclass(repr=False)
 class Archived:
-    """One archived memory and its original on disk (kept out of hypothesis' reports)."""
+    """One archived memory and its original, read and written through the object
+    store (kept out of hypothesis' reports)."""
 
     probe: Probe
     memory_id: str
-    path: Path
+    key: str
     original: bytes
+
+    def write(self, data: bytes) -> None:
+        mem = self.probe.mem
+        mem.run(mem.aio.objects.put("arc", self.key, data))
 
     def __repr__(self) -> str:
         return f"Archived({self.memory_id!r})"
@@ -509,9 +524,8 @@ def archived(probe: Probe) -> Archived:
     mem = probe.mem
     m = mem.add("the original that will be corrupted: Ava's locker code is 4711", namespace="arc")
     assert mem.archive([m.id], namespace="arc") == 1
-    files = list(probe.archive.rglob("*.json"))
-    assert len(files) == 1
-    return Archived(probe, m.id, files[0], files[0].read_bytes())
+    (key,) = mem.run(mem.aio.objects.list("arc"))
+    return Archived(probe, m.id, key, mem.run(mem.aio.objects.get("arc", key)))
 
 
 @settings(
@@ -523,16 +537,11 @@ def archived(probe: Probe) -> Archived:
 def test_corrupt_originals_raise_integrity_errors_and_keep_the_record(
     archived: Archived, data: st.DataObject
 ) -> None:
-    probe, memory_id, path, original = (
-        archived.probe,
-        archived.memory_id,
-        archived.path,
-        archived.original,
-    )
+    probe, memory_id, original = archived.probe, archived.memory_id, archived.original
     corrupt = data.draw(_mutations(original), label="corrupt original")
     assume(corrupt != original)
     mem = probe.mem
-    path.write_bytes(corrupt)
+    archived.write(corrupt)
     try:
         for call in (
             lambda: mem.expand(memory_id, namespace="arc"),
@@ -546,7 +555,7 @@ def test_corrupt_originals_raise_integrity_errors_and_keep_the_record(
         assert still.tier is Tier.ARCHIVED
         assert mem.stats(namespace="arc").tiers[Tier.ARCHIVED].count == 1
     finally:
-        path.write_bytes(original)
+        archived.write(original)
 
 
 def test_the_intact_original_still_expands_after_the_attacks(archived: Archived) -> None:
@@ -557,7 +566,7 @@ def test_the_intact_original_still_expands_after_the_attacks(archived: Archived)
 
 def test_a_missing_original_is_an_integrity_error(archived: Archived) -> None:
     probe, memory_id = archived.probe, archived.memory_id
-    archived.path.unlink()
+    probe.mem.run(probe.mem.aio.objects.delete("arc", archived.key))
     for call in (
         lambda: probe.mem.expand(memory_id, namespace="arc"),
         lambda: probe.mem.restore(memory_id, namespace="arc"),
@@ -711,8 +720,8 @@ async def test_the_store_alone_refuses_a_truncated_file(
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[surface.World]:
-    built = surface.build_world(tmp_path)
+def world(tmp_path: Path, memories: MemoryFactory) -> Iterator[surface.World]:
+    built = surface.build_world(memories, tmp_path)
     try:
         yield built
     finally:
@@ -730,7 +739,7 @@ def _attack(world: surface.World, data: st.DataObject) -> None:
     targets = surface.surface(world)
     target = data.draw(st.sampled_from(targets), label="method")
     args, kwargs = surface.arguments(data, world, target)
-    before = state_of(world.mem.aio, world.archive)
+    before = state_of(world.mem.aio, world.archive, world.elsewhere)
     try:
         target.call(*args, **kwargs)
         return
@@ -740,7 +749,7 @@ def _attack(world: surface.World, data: st.DataObject) -> None:
         if surface.ran_our_code(e):
             raise
         error = e
-    after = state_of(world.mem.aio, world.archive)
+    after = state_of(world.mem.aio, world.archive, world.elsewhere)
     assert after == before, f"{target.name}: {error!r} after writing {before.diff(after)}"
 
 
@@ -837,7 +846,7 @@ def _import(world: surface.World, data: st.DataObject, exported: dict[str, Any])
     namespace = _mostly(data, st.sampled_from(["imported", "default", None]), "into")
     keep = _mostly(data, st.booleans(), "keep_namespace")
     skip = _mostly(data, st.booleans(), "skip_existing")
-    before = state_of(world.mem.aio, world.archive)
+    before = state_of(world.mem.aio, world.archive, world.elsewhere)
     try:
         world.mem.run(
             import_document(
@@ -853,7 +862,7 @@ def _import(world: surface.World, data: st.DataObject, exported: dict[str, Any])
     except TieredMemoryError as e:
         error = e
     event(f"refused: {type(error).__name__}")
-    after = state_of(world.mem.aio, world.archive)
+    after = state_of(world.mem.aio, world.archive, world.elsewhere)
     assert after == before, f"import: {error!r} after writing {before.diff(after)}"
 
 
