@@ -14,7 +14,8 @@ added (namespace -> id -> content):
   archival journal (so the next attempt, or deleting the memory, deletes it);
 - journal rows belong to live memories, and only a killed process leaves a claim;
 - no link touches an id that is not live in the link's namespace, and every link is
-  stored in both directions;
+  stored in both directions (on the SQLite graph; a Bolt graph is read through the
+  port: every link of every id the namespace ever held);
 - the counts of `stats()` and `namespaces()` agree with what is there;
 - the file passes SQLite's integrity check.
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from tiered_memory import ArchiveRecord, AsyncTieredMemory, Memory, Tier
 from tiered_memory.archival import exited
 from tiered_memory.archive import decode_document, key_owner, original_key, sha256_hex
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS
 from tiered_memory.ports import ScanQuery
@@ -125,6 +127,8 @@ async def check_store(
             (r[0], r[1], r[2])
             for r in conn.execute("SELECT namespace, source, target FROM links").fetchall()
         }
+    graph = getattr(engine.graph, "_inner", engine.graph)  # the crash child's tracing proxy
+    in_file = isinstance(graph, SQLiteAssociationGraph)
 
     stored_namespaces = set(await engine.store.namespaces())
     namespaces = set(manifest) | stored_namespaces
@@ -184,6 +188,11 @@ async def check_store(
             if state.claimant is not None:  # only a killed process leaves its claims
                 assert exited(state.claimant), f"{ns}/{memory_id} claimed by {state.claimant}"
                 snap.claims.add((ns, memory_id))
+
+        if not in_file:  # links live on a server: read those of every id ever held here
+            ids = sorted(set(expected) | set(live) | set(archived) | set(journal))
+            for link in await graph.links_of(ns, ids):
+                link_rows.add((ns, link.source, link.target))
 
         stats = await engine.stats(namespace=ns)
         assert stats.total == len(live) + len(archived)

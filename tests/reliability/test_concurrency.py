@@ -3,7 +3,8 @@
 8 writer and 8 reader threads share one `TieredMemory` (and 8 + 8 tasks one
 `AsyncTieredMemory`) for a bounded time while a sweep archives what the writers add and
 an archiver archives memories explicitly, racing the sweep; then two processes share
-one SQLite file the same way. Afterwards every memory handed out is exactly once live or
+one SQLite file the same way. The tests in one process run on every backend combination
+(tests/matrix.py). Afterwards every memory handed out is exactly once live or
 archived with a verified original, nothing else exists, links touch only live memories,
 the counts are exact (`invariants.check_store`), and every archival was reported once.
 
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
@@ -96,11 +98,12 @@ def _finish(ledger: Ledger, snap: Snapshot, label: str, settled: int) -> None:
 
 
 @pytest.mark.slow
-def test_threads_share_one_memory_with_a_sweep_running(tmp_path: Path) -> None:
+@pytest.mark.matrix(diagonal=True)
+def test_threads_share_one_memory_with_a_sweep_running(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     ledger = Ledger()
-    mem = TieredMemory.embedded(
-        tmp_path / "t.db", embedder=HashingEmbedder(), clock=ManualClock(T0)
-    )
+    mem = memories.open_sync(tmp_path / "t.db", embedder=HashingEmbedder(), clock=ManualClock(T0))
     try:
         run_threads(mem, ledger, "threads", WRITERS, READERS, DURATION)
         settled = _settle([mem.maintain(now=SWEEP_NOW) for _ in range(3)])
@@ -186,11 +189,12 @@ async def _tasks(amem: AsyncTieredMemory, ledger: Ledger, seed: str) -> None:
 
 
 @pytest.mark.slow
-async def test_tasks_share_one_async_memory_with_a_sweep_running(tmp_path: Path) -> None:
+@pytest.mark.matrix(diagonal=True)
+async def test_tasks_share_one_async_memory_with_a_sweep_running(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     ledger = Ledger()
-    amem = await AsyncTieredMemory.embedded(
-        tmp_path / "a.db", embedder=HashingEmbedder(), clock=ManualClock(T0)
-    )
+    amem = await memories.open(tmp_path / "a.db", embedder=HashingEmbedder(), clock=ManualClock(T0))
     try:
         await _tasks(amem, ledger, "tasks")
         settled = _settle([await amem.maintain(now=SWEEP_NOW) for _ in range(3)])
@@ -205,6 +209,7 @@ async def test_tasks_share_one_async_memory_with_a_sweep_running(tmp_path: Path)
 
 @pytest.mark.slow
 def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
+    # One backend: two processes on one SQLite file (the children open it embedded).
     db = tmp_path / "shared.db"
     TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0)).close()
     children: list[subprocess.Popen[bytes]] = []
@@ -257,15 +262,15 @@ def test_two_processes_share_one_sqlite_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("window", ["archived-before-the-link", "linked-before-the-record"])
-async def test_a_link_racing_an_archival_never_dangles(tmp_path: Path, window: str) -> None:
+async def test_a_link_racing_an_archival_never_dangles(
+    tmp_path: Path, memories: MemoryFactory, window: str
+) -> None:
     """Two interleavings of an add (which links the new memory to its neighbours) and
     the archival of one of those neighbours, as two processes on one file can produce
     them: the archival runs entirely between the add's neighbour search and its link
     write; or the add runs entirely between the archival's link drop and its record."""
     clock = ManualClock(T0)
-    amem = await AsyncTieredMemory.embedded(
-        tmp_path / "race.db", embedder=HashingEmbedder(), clock=clock
-    )
+    amem = await memories.open(tmp_path / "race.db", embedder=HashingEmbedder(), clock=clock)
     ns = NAMESPACES[0]
     text = "Ava's school play is on the 12th of June, Ava will be a tree"
     try:
@@ -342,9 +347,12 @@ class RemoteSummarizer:
         return await self.inner.summarize(request)
 
 
-async def test_archive_racing_the_sweep_in_one_process(tmp_path: Path, rng: random.Random) -> None:
+@pytest.mark.matrix(diagonal=True)
+async def test_archive_racing_the_sweep_in_one_process(
+    tmp_path: Path, memories: MemoryFactory, rng: random.Random
+) -> None:
     """RACE_TRIALS times: `archive()` and a sweep, as two tasks, for one due memory."""
-    amem = await AsyncTieredMemory.embedded(
+    amem = await memories.open(
         tmp_path / "race.db",
         embedder=HashingEmbedder(),
         summarizer=RemoteSummarizer(rng),
@@ -389,6 +397,7 @@ def test_two_processes_archive_the_same_due_memories_once(tmp_path: Path) -> Non
     """Two processes on one file each `archive()` every due memory, in the same order,
     while their sweeps archive the same memories: each memory is archived and reported
     exactly once, and every record verifies (expand and restore work)."""
+    # One backend: two processes on one SQLite file (the children open it embedded).
     db = tmp_path / "race.db"
     mem = TieredMemory.embedded(db, embedder=HashingEmbedder(), clock=ManualClock(T0))
     try:
@@ -474,7 +483,10 @@ class FailingEmbedder:
 KEYS_PER_WRITER = 6
 
 
-async def test_replaces_racing_failures_and_a_sweep_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.matrix(diagonal=True)
+async def test_replaces_racing_failures_and_a_sweep_lose_nothing(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     """8 writers keep replacing their own keys (`upsert`); a quarter of the new values
     fail to embed and a tenth fail inside the store's transaction (the insert after the
     old row's removal). 8 readers read every key meanwhile, and a sweep moves them
@@ -484,7 +496,7 @@ async def test_replaces_racing_failures_and_a_sweep_lose_nothing(tmp_path: Path)
     The memories are important enough never to be archived: an archival that read a
     value before a replace and commits after it still replaces the new value by the
     old one's record (the archival pipeline's own claim must guard that)."""
-    amem = await AsyncTieredMemory.embedded(
+    amem = await memories.open(
         tmp_path / "replace.db", embedder=FailingEmbedder(), clock=ManualClock(T0)
     )
     table = amem.store._memories  # type: ignore[attr-defined]
