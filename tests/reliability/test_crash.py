@@ -10,6 +10,11 @@ Issue 16: each child also `archive()`s every memory the sweep will archive, raci
 sweep for them, so kills land in claims, in the journal notes and in either archival's
 commit; after each, nothing is lost, every record verifies, and only the killed
 child's claims remain (taken over by the next child at once).
+
+Not on the backend matrix (tests/matrix.py): the guarantee is the SQLite file's (the
+graph lives in it, and commits with the records). The originals go to the local folder
+and to S3, both by default; a Bolt graph has no durability to test this way (the test
+server keeps nothing on disk).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@
 - `backup` copies the file and the archived originals into a folder that opens as
   the same store, consistently while another process sweeps; `verify` finds damage
   in either.
+
+One backend (not on tests/matrix.py): checkpoints, backups and verification are of
+the SQLite file and the archive folder beside it.
 """
 
 from __future__ import annotations

@@ -634,6 +634,7 @@ def _loop_threads() -> int:
 
 
 def test_a_failed_open_leaves_no_thread_behind(tmp_path: Path) -> None:
+    # One backend: what fails to open is a SQLite file.
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"garbage" * 100)
     before = _loop_threads()
@@ -655,6 +656,7 @@ def test_decoding_any_bytes_gives_a_document_or_an_integrity_error(data: bytes) 
 
 
 # -- a truncated SQLite file ---------------------------------------------------------------
+# (one backend: these are about the SQLite file)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,8 @@ WORDS = (
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
 
 
+# One backend: the lexical statistics are the SQLite store's, and neither the graph nor
+# the object store takes part (the memories of one test would also share a Bolt graph).
 def _open(folder: Path) -> TieredMemory:
     return TieredMemory.embedded(
         folder / "memory.db", embedder=HashingEmbedder(), clock=ManualClock(START)

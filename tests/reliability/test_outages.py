@@ -8,7 +8,7 @@
 - the summariser fails: the pipeline asks once per memory and run (retrying is the
   summariser adapter's: `AnthropicSummarizer` backs off itself), and the batch pauses
   once more than 5 % of it failed; under 5 % it carries on; an outage never
-  quarantines a memory.
+  quarantines a memory (on every backend combination: tests/matrix.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tests.integration.neo4j.conftest import FAST as BOLT_FAST
 from tests.integration.neo4j.conftest import FalkorDBServer
 from tests.integration.s3.conftest import FAST as S3_FAST
 from tests.integration.s3.conftest import MotoServer
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
@@ -265,8 +266,10 @@ class FlakySummarizer:
         return await self.inner.summarize(request)
 
 
-async def _embedded(tmp_path: Path, summarizer: Any, clock: ManualClock) -> AsyncTieredMemory:
-    return await AsyncTieredMemory.embedded(
+async def _opened(
+    memories: MemoryFactory, tmp_path: Path, summarizer: Any, clock: ManualClock
+) -> AsyncTieredMemory:
+    return await memories.open(
         tmp_path / "m.db",
         embedder=HashingEmbedder(),
         summarizer=summarizer,
@@ -277,7 +280,7 @@ async def _embedded(tmp_path: Path, summarizer: Any, clock: ManualClock) -> Asyn
 
 @pytest.mark.slow
 async def test_failing_summariser_pauses_the_batch_and_quarantines_nothing(
-    tmp_path: Path,
+    tmp_path: Path, memories: MemoryFactory
 ) -> None:
     clock = ManualClock(START)
     # Every third memory's summary fails: far more than 5 % of the batch.
@@ -285,7 +288,7 @@ async def test_failing_summariser_pauses_the_batch_and_quarantines_nothing(
         lambda text: int(text.split()[1].rstrip(":")) % 3 == 0,
         BackendUnavailableError("the summariser is overloaded (529)"),
     )
-    mem = await _embedded(tmp_path, summarizer, clock)
+    mem = await _opened(memories, tmp_path, summarizer, clock)
     try:
         contents = await fill(mem, clock, 30)
         summarizer.calls.clear()
@@ -313,12 +316,14 @@ async def test_failing_summariser_pauses_the_batch_and_quarantines_nothing(
 
 
 @pytest.mark.slow
-async def test_a_few_summariser_failures_do_not_pause_the_batch(tmp_path: Path) -> None:
+async def test_a_few_summariser_failures_do_not_pause_the_batch(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     clock = ManualClock(START)
     summarizer = FlakySummarizer(
         lambda text: text.startswith("Ticket 7:"), BackendUnavailableError("flaky")
     )
-    mem = await _embedded(tmp_path, summarizer, clock)
+    mem = await _opened(memories, tmp_path, summarizer, clock)
     try:
         contents = await fill(mem, clock, 40)
         report = await mem.maintain()
@@ -333,12 +338,14 @@ async def test_a_few_summariser_failures_do_not_pause_the_batch(tmp_path: Path) 
         await mem.close()
 
 
-async def test_a_bad_request_to_the_summariser_is_not_retried(tmp_path: Path) -> None:
+async def test_a_bad_request_to_the_summariser_is_not_retried(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     clock = ManualClock(START)
     summarizer = FlakySummarizer(
         lambda text: text.startswith("Ticket 3:"), TieredMemoryError("bad request: prompt too long")
     )
-    mem = await _embedded(tmp_path, summarizer, clock)
+    mem = await _opened(memories, tmp_path, summarizer, clock)
     try:
         await fill(mem, clock, 25)
         report = await mem.maintain()

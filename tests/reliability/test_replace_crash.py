@@ -5,6 +5,9 @@ is killed at a random moment, many times over one file. After each kill every ke
 holds exactly one value, live or archived (an archive record always with its
 verified original), and that value is the last one acknowledged or the one being
 written when the kill landed: never nothing, never an older one.
+
+One backend (not on tests/matrix.py): the SIGKILLed child and the atomic replace are
+the SQLite file's.
 """
 
 from __future__ import annotations

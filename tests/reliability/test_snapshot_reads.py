@@ -6,6 +6,9 @@ in batches) while this one counts and exports the namespace over and over. Befor
 read page after page: a reader saw 3,064 memories of 3,000, and exports repeated ids
 (live in one page, archived in a later one), so they could not be imported back. Now
 each count and each export reads one snapshot of the file.
+
+One backend (not on tests/matrix.py): the snapshot is a SQLite read transaction, and
+the sweeping process opens the same file.
 """
 
 from __future__ import annotations
