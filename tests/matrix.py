@@ -54,15 +54,16 @@ from tests.integration.neo4j.conftest import FalkorDBServer, _neo4j_from_env
 from tests.integration.neo4j.conftest import _backends as bolt_backends
 from tests.integration.s3.conftest import FAST as S3_FAST
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, TieredMemory
-from tiered_memory.archives.local import LocalFolderObjectStore
-from tiered_memory.archives.s3 import S3ObjectStore
-from tiered_memory.graphs.neo4j import Neo4jAssociationGraph
-from tiered_memory.graphs.sqlite import SQLiteAssociationGraph
+from tiered_memory.backends.local.objects import LocalFolderObjectStore
+from tiered_memory.backends.neo4j.graph import Neo4jAssociationGraph
+from tiered_memory.backends.s3.objects import S3ObjectStore
+from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.locks import FileLock
 from tiered_memory.policy import Policy
 from tiered_memory.ports import AssociationGraph, Clock, Embedder, ObjectStore, Summarizer
-from tiered_memory.stores.sqlite import SQLiteMemoryStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
+from tiered_memory.wiring import archive_folder, sweep_lock_file
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -158,7 +159,9 @@ class MemoryFactory:
         dimension: int | None = None,
     ) -> AsyncTieredMemory:
         """A memory on this combination, opened as `AsyncTieredMemory.embedded` opens
-        one (the same file, archive folder and sweep-lock names)."""
+        one (the file, and `wiring`'s names for the archive folder and sweep lock). The
+        server ports are built here, not from settings, so the S3 combinations can share
+        one client, and the Bolt graph can get short timeouts."""
         if self.backends.embedded:
             return await AsyncTieredMemory.embedded(
                 path,
@@ -170,7 +173,7 @@ class MemoryFactory:
                 dimension=dimension,
             )
         db = Path(path)
-        folder = Path(archive_dir) if archive_dir else db.with_name(db.name + ".archive")
+        folder = Path(archive_dir) if archive_dir else archive_folder(db)
         store = await SQLiteMemoryStore.open(db)
         opened: list[Any] = [store]
         try:
@@ -186,7 +189,7 @@ class MemoryFactory:
                 embedder=embedder if embedder is not None else HashingEmbedder(),
                 policy=policy,
                 clock=clock,
-                sweep_lock=FileLock(db.with_name(db.name + ".sweep.lock")),
+                sweep_lock=FileLock(sweep_lock_file(db)),
                 dimension=dimension,
             )
         except BaseException:

@@ -507,12 +507,14 @@ def test_an_unreadable_original_is_reported_and_does_not_hold_up_the_rest(
         mem.close()
 
 
-def test_a_strong_archive_joins_beside_live_hits_until_k_are_found(tmp_path: Path) -> None:
+def test_a_strong_archive_joins_beside_live_hits_until_k_are_found(
+    tmp_path: Path, memories: MemoryFactory
+) -> None:
     """Seed 001's cold path: the archive is searched while the live tiers found fewer
     than k strong hits, not only when they found nothing. A knowledge update ("now Gold")
     stays live while the fact it updates ("Silver before") is archived; a recall asking
     for the earlier state must still reach it."""
-    mem, archived_id = _one_archived(tmp_path)
+    mem, archived_id = _one_archived(memories, tmp_path)
     try:
         live = mem.add(
             "Acme Rockets in Leeds was the user's first employer, said again", namespace=NS
