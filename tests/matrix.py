@@ -60,8 +60,7 @@ from tiered_memory.backends.s3.objects import S3ObjectStore
 from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.locks import FileLock
-from tiered_memory.policy import Policy
-from tiered_memory.ports import AssociationGraph, Clock, Embedder, ObjectStore, Summarizer
+from tiered_memory.ports import AssociationGraph, ObjectStore
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 from tiered_memory.wiring import archive_folder, sweep_lock_file
 
@@ -151,27 +150,18 @@ class MemoryFactory:
         self,
         path: str | PathLike[str],
         *,
-        embedder: Embedder | Any | None = None,
         archive_dir: str | PathLike[str] | None = None,
-        summarizer: Summarizer | None = None,
-        policy: Policy | None = None,
-        clock: Clock | None = None,
-        dimension: int | None = None,
+        **engine: Any,
     ) -> AsyncTieredMemory:
         """A memory on this combination, opened as `AsyncTieredMemory.embedded` opens
-        one (the file, and `wiring`'s names for the archive folder and sweep lock). The
-        server ports are built here, not from settings, so the S3 combinations can share
-        one client, and the Bolt graph can get short timeouts."""
+        one, with its arguments (`engine`: embedder, summarizer, policy, clock,
+        dimension): the file, and `wiring`'s names for the archive folder and sweep
+        lock. The server ports are built here, not from settings, so the S3
+        combinations can share one client, and the Bolt graph can get short timeouts."""
         if self.backends.embedded:
-            return await AsyncTieredMemory.embedded(
-                path,
-                embedder=embedder,
-                archive_dir=archive_dir,
-                summarizer=summarizer,
-                policy=policy,
-                clock=clock,
-                dimension=dimension,
-            )
+            return await AsyncTieredMemory.embedded(path, archive_dir=archive_dir, **engine)
+        given = {name: value for name, value in engine.items() if value is not None}
+        defaults = {"summarizer": ExtractiveSummarizer(), "embedder": HashingEmbedder()}
         db = Path(path)
         folder = Path(archive_dir) if archive_dir else archive_folder(db)
         store = await SQLiteMemoryStore.open(db)
@@ -185,12 +175,8 @@ class MemoryFactory:
                 store=store,
                 graph=graph,
                 objects=objects,
-                summarizer=summarizer or ExtractiveSummarizer(),
-                embedder=embedder if embedder is not None else HashingEmbedder(),
-                policy=policy,
-                clock=clock,
                 sweep_lock=FileLock(sweep_lock_file(db)),
-                dimension=dimension,
+                **{**defaults, **given},
             )
         except BaseException:
             for port in reversed(opened):

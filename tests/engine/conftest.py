@@ -9,25 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.neo4j.conftest import falkordb_server
-from tests.integration.s3.conftest import _dummy_aws, moto_server, s3_endpoint
-from tests.matrix import MemoryFactory, backends, matrix_bucket, memories, quiet_werkzeug
-from tests.matrix import parametrize_backends as pytest_generate_tests
+# the backend matrix (tests/matrix.py) and the servers it starts, used by name
+from tests.integration.neo4j.conftest import falkordb_server  # noqa: F401
+from tests.integration.s3.conftest import _dummy_aws, moto_server, s3_endpoint  # noqa: F401
+from tests.matrix import MemoryFactory, backends, matrix_bucket, memories, quiet_werkzeug  # noqa: F401
+from tests.matrix import parametrize_backends as pytest_generate_tests  # noqa: F401
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, TieredMemory
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
-__all__ = [
-    "_dummy_aws",
-    "backends",
-    "falkordb_server",
-    "matrix_bucket",
-    "memories",
-    "moto_server",
-    "pytest_generate_tests",
-    "quiet_werkzeug",
-    "s3_endpoint",
-]
+__all__ = ["memories"]  # also a parameter of the fixtures below
 
 
 @pytest.fixture
