@@ -157,7 +157,8 @@ def test_store_takes_the_tier_hot_by_default(mem: TieredMemory) -> None:
     cold = _call(store, {"content": "Watched a film about octopuses", "tier": "cold"})
     assert "tier=cold" in cold.text
     pinned = _call(store, {"content": "Always answer in Spanish", "tier": "warm", "pinned": True})
-    assert "tier=warm" in pinned.text and "pinned" in pinned.text
+    assert "tier=warm" in pinned.text
+    assert "pinned" in pinned.text
     tiers = {m.content: (m.tier, m.pinned) for m in mem.list(namespace=NS)}
     assert tiers == {
         AVA: (Tier.HOT, False),
