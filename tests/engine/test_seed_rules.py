@@ -11,6 +11,7 @@ import pytest
 
 from tests.matrix import MemoryFactory
 from tiered_memory import (
+    ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
     MemoryType,
@@ -149,8 +150,19 @@ RUNS = [
 
 
 def test_old_cold_near_duplicates_are_archived_under_one_summary(
-    mem: TieredMemory, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
+    policy = Policy(consolidation=ConsolidationPolicy(archive_clusters=True))
+    mem = memories.open_sync(
+        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, policy=policy
+    )
+    try:
+        _archive_a_cluster(mem, clock)
+    finally:
+        mem.close()
+
+
+def _archive_a_cluster(mem: TieredMemory, clock: ManualClock) -> None:
     runs = [
         mem.add(text, namespace=NS, importance=importance).id
         for text, importance in zip(RUNS, (0.2, 0.25, 0.1), strict=True)
@@ -198,15 +210,11 @@ def test_old_cold_near_duplicates_are_archived_under_one_summary(
     assert tier_of(mem, other.id) is Tier.ARCHIVED
 
 
-def test_clusters_can_be_turned_off(
+def test_clusters_are_off_by_default(
     tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
-    from tiered_memory import ConsolidationPolicy
-
-    policy = Policy(consolidation=ConsolidationPolicy(archive_clusters=False))
-    mem = memories.open_sync(
-        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, policy=policy
-    )
+    assert ConsolidationPolicy().archive_clusters is False
+    mem = memories.open_sync(tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock)
     try:
         runs = [mem.add(text, namespace=NS, importance=0.2).id for text in RUNS]
         clock.advance(days=4)
