@@ -15,7 +15,7 @@ from langchain_core.callbacks import (
     CallbackManagerForToolRun,
 )
 from langchain_core.tools import BaseTool, ToolException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tiered_memory import (
     Explanation,
@@ -75,6 +75,20 @@ class StoreInput(BaseModel):
         default=False,
         description="Pin it: never fades and is always put into context. Use sparingly.",
     )
+    tier: Literal["hot", "warm", "cold"] = Field(
+        default="hot",
+        description=(
+            "The tier it starts in: hot (new, the default), warm (known to matter for "
+            "weeks), cold (background, only searched when nothing better is found; "
+            "not for pinned memories)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _pinned_is_never_cold(self) -> StoreInput:
+        if self.pinned and self.tier == "cold":
+            raise ValueError("a pinned memory is always put into context: store it hot or warm")
+        return self
 
 
 class MemoryIdInput(BaseModel):
@@ -234,8 +248,9 @@ class MemoryStoreTool(MemoryTool):
     name: str = "memory_store"
     description: str = (
         "Save something worth remembering about the user or the work into long-term "
-        "memory (it starts in the hot tier). Store one fact, preference or event per "
-        "call. A near-duplicate of an existing memory strengthens that one instead."
+        "memory (in the hot tier unless you choose another). Store one fact, preference "
+        "or event per call. A near-duplicate of an existing memory strengthens that one "
+        "instead."
     )
     args_schema: type[BaseModel] = StoreInput
 
@@ -244,16 +259,23 @@ class MemoryStoreTool(MemoryTool):
         importance: dict[str, Any] = (
             {} if args.importance is None else {"importance": args.importance}
         )
+        # Seed 002's tool assigns the tier: a new memory is added HOT, so another tier
+        # is a demotion (which the engine refuses for pinned memories: pin after it).
+        later = args.tier != "hot"
         memory = await self.memory.aio.add(
             args.content,
             namespace=namespace,
             memory_type=args.memory_type,
-            pinned=args.pinned,
+            pinned=args.pinned and not later,
             source="agent",
             **importance,
         )
-        if memory.content != args.content:
+        if memory.content != args.content or memory.use_count > 0:  # (a new one has no use)
             return f"Already remembered as {_state(memory)}: {memory.content}"
+        if later:
+            memory = await self.memory.aio.demote(memory.id, args.tier, namespace=namespace)
+            if args.pinned:
+                memory = await self.memory.aio.pin(memory.id, namespace=namespace)
         return f"Stored {_state(memory)}."
 
 

@@ -16,6 +16,7 @@ from .errors import (
     ValidationError,
 )
 from .models import (
+    ArchiveDue,
     ArchivePreview,
     ArchiveRecord,
     Explanation,
@@ -50,6 +51,7 @@ from .scheduler import MaintenanceRunner
 
 __all__ = [
     "ArchivalPolicy",
+    "ArchiveDue",
     "ArchiveIntegrityError",
     "ArchivePreview",
     "ArchiveRecord",

@@ -51,15 +51,17 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from . import lifecycle
+from . import clusters, lifecycle
 from .archive import Archiver, Draft
 from .errors import BackendUnavailableError
 from .models import (
     LIVE_TIERS,
+    ArchiveDue,
     ArchiveEstimate,
     MaintenanceReport,
     Memory,
     QuarantinedMemory,
+    Tier,
 )
 from .policy import Policy
 from .ports import ArchivalFailure, ArchivalState, MemoryStore, ScanQuery
@@ -69,6 +71,7 @@ log = logging.getLogger(__name__)
 # Memories claimed, and records committed, per group (one journal write and one synced
 # commit each, instead of one per memory).
 COMMIT_GROUP = 64
+CLUSTER_WINDOW = 1_000  # candidates compared at once for clusters (a quadratic matrix)
 MIN_COUNTED = 20  # the pause rule's floor: 2 failures among the first 20 pause a run
 # Failures that are the backend's, not the memory's: they never count toward quarantine.
 OUTAGES: tuple[type[BaseException], ...] = (BackendUnavailableError, OSError, TimeoutError)
@@ -128,6 +131,8 @@ class _Run:
     ratio: float
     failed: int = 0
     paused: bool = False
+    tried: int = 0  # memories tried so far (the pause rule's denominator)
+    clusters: int = 0  # clusters archived
     archived: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
 
@@ -172,6 +177,11 @@ class ArchivalPipeline:
             for m in page:
                 if lifecycle.low_salience(m, now, tp):
                     found.setdefault(m.id, Candidate(m, lifecycle.LOW_SALIENCE))
+        if lifecycle.FORCED_AGE in queries:
+            async for page in self._pages(ns, queries[lifecycle.FORCED_AGE]):
+                for m in page:
+                    if m.id not in found and lifecycle.forced(m, now, tp):
+                        found[m.id] = Candidate(m, lifecycle.FORCED_AGE)
         states = await self.store.archival_states(ns) if found else {}
         due = [c for c in found.values() if not _quarantined(states.get(c.memory.id))]
         return sorted(
@@ -227,27 +237,152 @@ class ArchivalPipeline:
     async def sweep(
         self, ns: str, now: datetime, report: MaintenanceReport, budget: Budget
     ) -> None:
-        """The sweep's archival step for one namespace, within the run's `budget`."""
+        """The sweep's archival step for one namespace, within the run's `budget`:
+        clusters of near-duplicates among the first candidates first, each under one
+        summary (`clusters`), then the others one by one."""
         candidates = await self.candidates(ns, now)
+        chosen = candidates[: budget.remaining]
+        groups = await self.clusters(ns, chosen)
+        grouped = {c.memory.id for group in groups for c in group}
         if report.dry_run:
-            chosen = candidates[: budget.remaining]
             budget.remaining -= len(chosen)
-            estimate = await self.archiver.estimate(ns, [c.memory for c in chosen], now)
+            shared = len(grouped) - len(groups)
+            estimate = await self.archiver.estimate(
+                ns, [c.memory for c in chosen], now, shared=shared
+            )
             if report.archive_estimate is None:
                 report.archive_estimate = estimate
             else:
                 total = report.archive_estimate
                 for name in ArchiveEstimate.model_fields:
                     setattr(total, name, getattr(total, name) + getattr(estimate, name))
-            report.add("cold_to_archived", len(chosen))
+            self._count(report, ns, chosen, {c.memory.id for c in chosen}, len(groups), now)
         else:
             run = _Run(ns, False, report, self.policy.archival.pause_failure_ratio)
             try:
-                await self._run(run, candidates, now, budget)
+                for group in groups:
+                    if run.paused or budget.remaining < len(group):
+                        break
+                    await self._cluster(run, group, now, budget)
+                singles = [c for c in candidates if c.memory.id not in grouped]
+                await self._run(run, singles, now, budget)
             finally:
-                report.add("cold_to_archived", len(run.archived))
+                self._count(report, ns, candidates, set(run.archived), run.clusters, now)
                 report.add("archive_quarantined", len(run.quarantined))
         report.quarantined.extend(await self.quarantined(ns))
+
+    async def clusters(self, ns: str, chosen: Sequence[Candidate]) -> list[list[Candidate]]:
+        """Seed 002's "summarise old COLD clusters": near-duplicates (cosine at least
+        `consolidation.min_similarity`, at most `max_group` together) among the COLD
+        candidates, found window by window in candidate order. Each group's first member
+        is its most important: its record carries the group's summary."""
+        cp = self.policy.consolidation
+        cold = [c for c in chosen if c.memory.tier is Tier.COLD]
+        if not cp.archive_clusters or len(cold) < 2:
+            return []
+        out: list[list[Candidate]] = []
+        for start in range(0, len(cold), CLUSTER_WINDOW):
+            window = {c.memory.id: c for c in cold[start : start + CLUSTER_WINDOW]}
+            items, vectors = await self.store.embeddings(ns, list(window))
+            for ids in clusters.near_duplicate_groups(
+                items, vectors, min_similarity=cp.min_similarity, max_group=cp.max_group
+            ):
+                group = sorted((window[i] for i in ids), key=lambda c: -c.memory.importance)
+                out.append(group)
+        return out
+
+    def _count(
+        self,
+        report: MaintenanceReport,
+        ns: str,
+        candidates: Sequence[Candidate],
+        archived: set[str],
+        groups: int,
+        now: datetime,
+    ) -> None:
+        """Count what a run archived (a dry run: would): the forced ones apart, listed."""
+        window = self.policy.tiers.archive_recent_window
+        forced = [
+            c for c in candidates if c.memory.id in archived and c.reason == lifecycle.FORCED_AGE
+        ]
+        report.add("cold_to_archived", len(archived) - len(forced))
+        report.add("forced_archived", len(forced))
+        report.add("archive_clusters", groups)
+        report.forced_archival.extend(
+            ArchiveDue(
+                namespace=ns,
+                id=c.memory.id,
+                tier=c.memory.tier,
+                reason=c.reason,
+                importance=c.memory.importance,
+                created_at=c.memory.created_at,
+                recent_uses=lifecycle.recent_uses_at_most(c.memory, now, window),
+            )
+            for c in forced
+        )
+
+    async def _cluster(
+        self, run: _Run, group: Sequence[Candidate], now: datetime, budget: Budget
+    ) -> None:
+        """Archive one cluster under one summary, all or none: claimed together (a member
+        another archival holds leaves the group to a later run), drafted together, and
+        committed in one transaction. A failure counts for every member, as it would
+        have had each been archived on its own."""
+        ns, claimant = run.ns, new_claimant()
+        claimed = await self._claim(ns, group, claimant, release=False)
+        budget.remaining -= len(claimed)
+        failures: dict[str, ArchivalFailure] = {}
+        drafts: list[Draft] = []
+        try:
+            if len(claimed) < len(group):
+                return
+            try:
+                found = await self.archiver.draft_cluster(
+                    ns,
+                    [(c.memory.id, c.reason) for c in group],
+                    now=now,
+                    previous={i: s.written for i, s in claimed.items()},
+                )
+                if found is None:
+                    return
+                drafts = found
+                checksums = {d.id: d.record.checksum for d in drafts}
+                if len(await self.store.note_archival(ns, claimant, checksums)) < len(drafts):
+                    drafts = []  # a claim was taken over: nothing of ours was written
+                    return
+                for draft in drafts:
+                    await self.archiver.store_original(ns, draft, defer_sync=True)
+                for draft in drafts:
+                    leftovers = [c for c in claimed[draft.id].written if c != draft.record.checksum]
+                    if leftovers:
+                        await self.archiver.discard(ns, draft.id, leftovers)
+                committed = await self._commit(ns, drafts, claimant)
+            except Exception as e:  # the whole cluster stays COLD, untouched
+                for draft in drafts:
+                    await self.archiver.discard(ns, draft.id, [draft.record.checksum])
+                counts = not isinstance(e, OUTAGES)
+                for c in group:
+                    failures[c.memory.id] = ArchivalFailure(f"{type(e).__name__}: {e}", counts)
+                    run.tried += 1
+                    run.fail(run.tried, c.memory.id, e)
+                return
+            run.tried += len(group)
+            run.clusters += 1
+            for draft in drafts:
+                if draft.id in committed:
+                    run.archived.append(draft.id)
+                else:  # lost its claim: the original is nobody's
+                    await self.archiver.discard(ns, draft.id, [draft.record.checksum])
+        finally:
+            quarantined = await self.store.release_archival(
+                ns,
+                claimant,
+                list(claimed),
+                failures=failures,
+                now=_wall(),
+                quarantine_after=self.policy.archival.quarantine_after,
+            )
+            run.quarantined.extend(quarantined)
 
     async def backfill_flags(self, ns: str, report: MaintenanceReport, budget: Budget) -> None:
         """The sweep's step after archival: records of `ns` archived before records kept
@@ -301,7 +436,7 @@ class ArchivalPipeline:
         self, run: _Run, candidates: Sequence[Candidate], now: datetime, budget: Budget | None
     ) -> None:
         claimant = new_claimant()
-        position = 0
+        position = run.tried
         start = 0
         while start < len(candidates) and not run.paused:
             room = COMMIT_GROUP if budget is None else min(COMMIT_GROUP, budget.remaining)
@@ -314,6 +449,7 @@ class ArchivalPipeline:
                 budget.remaining -= len(claimed)
             group = [c for c in chunk if c.memory.id in claimed]
             position = await self._group(run, group, claimed, claimant, now, position)
+            run.tried = position
 
     async def _claim(
         self, ns: str, chunk: Sequence[Candidate], claimant: str, *, release: bool

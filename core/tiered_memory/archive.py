@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,6 +39,7 @@ from .ports import (
     SupportsDeferredSync,
     TokenCounter,
 )
+from .summarizers.entities import entity_names
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 SUMMARY_PROMPT_TOKENS = 80
 SUMMARY_CONTEXT_TOKENS = 50
 SUMMARY_OUTPUT_TOKENS = 80
+MAX_LINKED = 10  # linked memories whose entities join a summary's prompt
 
 
 def original_document(
@@ -65,12 +67,15 @@ def original_document(
     archived_at: datetime,
     reason: str,
     attempt: str | None = None,
+    cluster: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The seed-001 object format, plus the full memory so a restore loses nothing.
 
     The embedding is stored once, exactly, as base64 (`encode_embedding`); the memory's
     content sits at the top level only. `attempt` (a random nonce) makes the bytes, and
-    so the content-addressed key, of every archival attempt its own."""
+    so the content-addressed key, of every archival attempt its own. `cluster`: the ids
+    of the memories archived under one summary with this one (itself included, the
+    summary's record first), kept as `cluster` (`cluster_of` reads it)."""
     full = memory.model_dump(mode="json", exclude={"embedding", "content"})
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -92,6 +97,8 @@ def original_document(
     }
     if attempt is not None:
         document["archive_attempt"] = attempt
+    if cluster:
+        document["cluster"] = list(cluster)
     if memory.embedding is not None:
         document["embedding_encoding"], document["embedding_base64"] = encode_embedding(
             memory.embedding
@@ -179,6 +186,15 @@ def memory_from_document(document: dict[str, Any]) -> Memory:
         raise ArchiveIntegrityError(f"archived original has a malformed memory: {e}") from e
 
 
+def cluster_of(document: dict[str, Any]) -> list[str]:
+    """The ids archived under one summary with a document's memory (its own included),
+    or [] for a memory archived on its own."""
+    members = document.get("cluster")
+    if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+        return []
+    return members
+
+
 def original_key(memory_id: str, checksum: str) -> str:
     """The object key of an original: content-addressed, so two archivals of one memory
     never write the same key (each original carries its attempt's nonce, so no two
@@ -245,34 +261,92 @@ class Archiver:
         `previous`: checksums of originals earlier attempts wrote (the journal). If the
         memory has no links in the graph, an earlier attempt may have dropped them before
         stopping; they are read back from its original."""
-        found = await self.store.get_many(ns, [memory_id], with_embeddings=True)
-        memory = found.get(memory_id)
-        if memory is None:
+        drafts = await self.draft_cluster(
+            ns, [(memory_id, reason)], now=now, previous={memory_id: previous}
+        )
+        return drafts[0] if drafts else None
+
+    async def draft_cluster(
+        self,
+        ns: str,
+        members: Sequence[tuple[str, str]],
+        *,
+        now: datetime,
+        previous: Mapping[str, Sequence[str]],
+    ) -> list[Draft] | None:
+        """Steps 1-2 for memories archived under one summary (seed 002's old COLD
+        clusters; one memory is a cluster of one): one summary of their joined contents,
+        embedded once, and an original each that names every member (`cluster`).
+
+        `members`: (id, reason) pairs, the first the summary's record: only its record
+        carries the summary embedding, so a search finds the cluster once, and `expand`
+        or `restore` of any member reaches all. None when one is no longer live."""
+        ids = [memory_id for memory_id, _ in members]
+        found = await self.store.get_many(ns, ids, with_embeddings=True)
+        if any(memory_id not in found for memory_id in ids):
             return None
-        links = await self.graph.links_of(ns, [memory_id])
-        if not links:
-            links = await self._links_from_previous_attempt(ns, memory_id, previous)
+        memories = [found[memory_id] for memory_id in ids]
+        links: dict[str, list[Link]] = {}
+        for memory_id in ids:
+            links[memory_id] = await self.graph.links_of(ns, [memory_id])
+            if not links[memory_id]:
+                links[memory_id] = await self._links_from_previous_attempt(
+                    ns, memory_id, previous.get(memory_id, ())
+                )
+        joined = "\n".join(m.content for m in memories)
         request = SummaryRequest(
-            content=memory.content,
-            memory_type=memory.memory_type,
-            domain=_domain(memory),
-            entities=tuple(link.target for link in links[:10]),
+            content=joined,
+            memory_type=memories[0].memory_type,
+            domain=_domain(memories[0]),
+            entities=await self._entities(ns, memories, links),
         )
         summary = await self.summarizer.summarize(request)
-        text = summary.text.strip() or memory.content[:200]
+        text = summary.text.strip() or joined[:200]
         matrix = await self.embedder.embed_documents([text])
         summary_vector = validation.check_vector(matrix[0], None, what="summary embedding")
+        vector = [float(x) for x in summary_vector]
+        cluster = ids if len(ids) > 1 else []
+        return [
+            self._draft(
+                ns,
+                memory,
+                links[memory.id],
+                summary=text,
+                vector=vector if i == 0 else None,
+                now=now,
+                reason=reason,
+                cluster=cluster,
+            )
+            for i, (memory, (_, reason)) in enumerate(zip(memories, members, strict=True))
+        ]
 
+    def _draft(
+        self,
+        ns: str,
+        memory: Memory,
+        links: Sequence[Link],
+        *,
+        summary: str,
+        vector: list[float] | None,
+        now: datetime,
+        reason: str,
+        cluster: Sequence[str],
+    ) -> Draft:
         document = original_document(
-            memory, links, archived_at=now, reason=reason, attempt=uuid.uuid4().hex
+            memory,
+            links,
+            archived_at=now,
+            reason=reason,
+            attempt=uuid.uuid4().hex,
+            cluster=cluster,
         )
         data = encode_document(document)
         checksum = sha256_hex(data)
         record = ArchiveRecord(
             id=memory.id,
             namespace=ns,
-            summary=text,
-            summary_embedding=[float(x) for x in summary_vector],
+            summary=summary,
+            summary_embedding=vector,
             memory_type=memory.memory_type,
             importance=memory.importance,
             source=memory.source,
@@ -292,6 +366,24 @@ class Archiver:
             superseded=memory.superseded,
         )
         return Draft(record, data)
+
+    async def _entities(
+        self, ns: str, memories: Sequence[Memory], links: Mapping[str, Sequence[Link]]
+    ) -> tuple[str, ...]:
+        """Seed 001's "linked entities as context": the names, places, dates and numbers
+        of the memories and of the live memories they link to (strongest links first),
+        bounded (`entity_names`). Ids are never entities."""
+        own = {m.id for m in memories}
+        ranked = sorted(
+            (link for memory_links in links.values() for link in memory_links),
+            key=lambda link: -link.weight,
+        )
+        targets = list(dict.fromkeys(t for link in ranked if (t := link.target) not in own))
+        linked = await self.store.get_many(ns, targets[:MAX_LINKED]) if targets else {}
+        texts = [m.content for m in memories] + [
+            linked[t].content for t in targets[:MAX_LINKED] if t in linked
+        ]
+        return entity_names(texts)
 
     async def store_original(self, ns: str, draft: Draft, *, defer_sync: bool = False) -> None:
         """Step 3: write the original under its own key and verify it (HEAD: size and
@@ -387,16 +479,18 @@ class Archiver:
                 continue  # never written, or unreadable: an older one may hold them
         return []
 
-    async def estimate(self, ns: str, memories: Sequence[Memory], now: datetime) -> ArchiveEstimate:
+    async def estimate(
+        self, ns: str, memories: Sequence[Memory], now: datetime, *, shared: int = 0
+    ) -> ArchiveEstimate:
         """Cost of archiving `memories`: summariser calls and tokens, bytes to store
-        (the originals are serialised for real, embeddings included)."""
-        est = ArchiveEstimate(candidates=len(memories), summarizer_calls=len(memories))
+        (the originals are serialised for real, embeddings included). `shared`: how many
+        of them are summarised along with another (clusters): no call, prompt or output
+        of their own."""
+        calls = len(memories) - shared
+        est = ArchiveEstimate(candidates=len(memories), summarizer_calls=calls)
         full = await self.store.get_many(ns, [m.id for m in memories], with_embeddings=True)
         for memory in (full.get(m.id, m) for m in memories):
-            est.input_tokens += (
-                SUMMARY_PROMPT_TOKENS + SUMMARY_CONTEXT_TOKENS + self.tokens.count(memory.content)
-            )
-            est.output_tokens += SUMMARY_OUTPUT_TOKENS
+            est.input_tokens += self.tokens.count(memory.content)
             est.bytes += len(
                 encode_document(
                     original_document(
@@ -404,6 +498,8 @@ class Archiver:
                     )
                 )
             )
+        est.input_tokens += calls * (SUMMARY_PROMPT_TOKENS + SUMMARY_CONTEXT_TOKENS)
+        est.output_tokens += calls * SUMMARY_OUTPUT_TOKENS
         return est
 
     async def expand(
@@ -412,12 +508,18 @@ class Archiver:
         """The original of an archived memory, verified; counts the expansion.
 
         Returns (document, restored): 3 expansions within 30 days restore it to WARM.
+        A memory archived in a cluster (`cluster_of`) comes with the verified originals
+        of every member still archived, under `originals` (its own included), and a
+        restore brings them all back.
         """
         records = await self.store.get_archives(ns, [memory_id])
         record = records.get(memory_id)
         if record is None:
             raise NotFoundError(f"no archived memory {memory_id!r} in namespace {ns!r}")
         document = decode_document(await self.verified_original(ns, record), expected_id=memory_id)
+        members = cluster_of(document)
+        if members:
+            document["originals"] = await self._cluster_documents(ns, memory_id, document, members)
         record.expansions, due = lifecycle.expansions_to_keep(
             record.expansions, now, self.policy.tiers
         )
@@ -427,6 +529,20 @@ class Archiver:
         if due:
             restored = await self.restore(ns, [memory_id], now=now) == 1
         return document, restored
+
+    async def _cluster_documents(
+        self, ns: str, memory_id: str, document: dict[str, Any], members: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The originals of a cluster's members still archived, in cluster order."""
+        others = await self.store.get_archives(ns, [m for m in members if m != memory_id])
+        out: list[dict[str, Any]] = []
+        for member in members:
+            if member == memory_id:
+                out.append(dict(document))
+            elif member in others:
+                data = await self.verified_original(ns, others[member])
+                out.append(decode_document(data, expected_id=member))
+        return out
 
     async def fill_flags(self, ns: str, record: ArchiveRecord) -> bool:
         """Give a record archived before records kept their memory's flags (forgotten,
@@ -483,14 +599,23 @@ class Archiver:
         """Bring archived memories back to WARM from their originals (seed-001 rollback).
 
         Links are re-created once all of `ids` are back, so a link between two memories
-        restored together survives whichever of them comes first."""
+        restored together survives whichever of them comes first. A member of a cluster
+        (`cluster_of`) brings the other members still archived back with it: they were
+        archived under one summary, and it would leave with the first."""
         records = await self.store.get_archives(ns, list(ids))
+        queue = list(records.items())
+        seen = set(records)
         restored = 0
         pending: list[Link] = []
         try:
-            for memory_id, record in records.items():
+            while queue:
+                memory_id, record = queue.pop(0)
                 data = await self.verified_original(ns, record)
                 document = decode_document(data, expected_id=memory_id)
+                mates = [m for m in cluster_of(document) if m not in seen]
+                if mates:
+                    seen.update(mates)
+                    queue.extend((await self.store.get_archives(ns, mates)).items())
                 memory = lifecycle.restored(memory_from_document(document), ns, now)
                 await self.store.unarchive_many(ns, [memory])
                 # Records archived before the links moved to the original carry them.

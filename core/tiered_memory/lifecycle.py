@@ -25,7 +25,7 @@ import numpy.typing as npt
 from . import bookkeeping, decay
 from .epoch import day_of, to_micros
 from .errors import ValidationError
-from .models import CONTEXT_PHASE, Hit, Memory, Tier
+from .models import CONTEXT_PHASE, LIVE_TIERS, Hit, Memory, Tier
 from .policy import DecayPolicy, Policy, TierPolicy
 from .ports import NO_TIME, MemoryFacts, ScanQuery
 
@@ -297,18 +297,22 @@ def earn_core(facts: MemoryFacts, now: datetime, policy: Policy) -> list[str]:
     ]
 
 
-# -- COLD -> ARCHIVED --------------------------------------------------------------------
+# -- to ARCHIVED --------------------------------------------------------------------------
 
 COLD_TTL_EXPIRED = "cold_ttl_expired"
 LOW_SALIENCE = "low_salience_aged_out"
+FORCED_AGE = "forced_age_archived"
 
 
 def archive_queries(now: datetime, tp: TierPolicy) -> dict[str, ScanQuery]:
-    """The COLD memories that may be due for archival, by reason: COLD for
-    `cold_to_archive`; or older than `archive_min_age` and at most
-    `archive_max_importance` (then `low_salience` decides). Never pinned or core."""
+    """The memories that may be due for archival, by reason: COLD for
+    `cold_to_archive`; or COLD, older than `archive_min_age` and at most
+    `archive_max_importance` (then `low_salience` decides); or, in any live tier and
+    whatever their importance, older than `force_archive_age` (then `rarely_used`
+    decides; seed 001's forced archival, off when the age is None). Never pinned or
+    core."""
     base = ScanQuery(tiers=COLD, pinned=False, core=False, limit=SCAN_PAGE)
-    return {
+    queries = {
         COLD_TTL_EXPIRED: replace(base, cold_since_before=now - tp.cold_to_archive),
         LOW_SALIENCE: replace(
             base,
@@ -316,13 +320,41 @@ def archive_queries(now: datetime, tp: TierPolicy) -> dict[str, ScanQuery]:
             importance_at_most=tp.archive_max_importance,
         ),
     }
+    if tp.force_archive_age is not None:
+        queries[FORCED_AGE] = replace(
+            base, tiers=LIVE_TIERS, created_before=now - tp.force_archive_age
+        )
+    return queries
+
+
+def recent_uses_at_most(memory: Memory, now: datetime, window: timedelta) -> int:
+    """The most uses `memory` can have had within `window` before `now`.
+
+    Uses are kept as a count and the distinct days they fell on, so the number within a
+    window is bounded, not known: each day before the window took at least one of the
+    count, and each day inside it holds at least one. Exact when no day held two uses."""
+    start = (now - window).date()
+    recent = sum(1 for d in memory.use_days if d >= start)
+    if recent == 0:  # the kept days are the most recent ones: none in the window, no use
+        return 0
+    older = len(memory.use_days) - recent
+    return max(recent, memory.use_count - older)
+
+
+def rarely_used(memory: Memory, now: datetime, tp: TierPolicy) -> bool:
+    """Used at most `archive_max_recent_uses` times within `archive_recent_window`."""
+    uses = recent_uses_at_most(memory, now, tp.archive_recent_window)
+    return uses <= tp.archive_max_recent_uses
 
 
 def low_salience(memory: Memory, now: datetime, tp: TierPolicy) -> bool:
     """A memory `archive_queries` found for `LOW_SALIENCE` is due when it was used at
     most `archive_max_recent_uses` times within `archive_recent_window`."""
-    window_start = (now - tp.archive_recent_window).date()
-    recent_days = [d for d in memory.use_days if d >= window_start]
-    # use_days holds distinct days: with more than 2 uses in all, a recent day may hide
-    # several uses, so only no recent use is certainly <= 2.
-    return memory.use_count <= tp.archive_max_recent_uses or not recent_days
+    return rarely_used(memory, now, tp)
+
+
+def forced(memory: Memory, now: datetime, tp: TierPolicy) -> bool:
+    """A memory `archive_queries` found for `FORCED_AGE` is due when it is rarely used
+    (as for low salience): a year-old memory still used every few weeks stays, one
+    used now and then goes, however important (its summary stays searchable)."""
+    return rarely_used(memory, now, tp)

@@ -345,6 +345,20 @@ class QuarantinedMemory(BaseModel):
     failed_at: datetime | None = None
 
 
+class ArchiveDue(BaseModel):
+    """A memory a sweep archived (or, in a dry run, would) under a rule its report lists
+    one by one: the forced archival of old memories, whatever their importance
+    (`TierPolicy.force_archive_age`), which a user should be able to see coming."""
+
+    namespace: str
+    id: str
+    tier: Tier  # where it was
+    reason: str  # `lifecycle.FORCED_AGE`
+    importance: float
+    created_at: datetime
+    recent_uses: int  # at most, within `TierPolicy.archive_recent_window`
+
+
 class MaintenanceReport(BaseModel):
     """What one sweep moved, what failed, and how long it took.
 
@@ -360,6 +374,8 @@ class MaintenanceReport(BaseModel):
     archive_paused: bool = False
     archive_estimate: ArchiveEstimate | None = None
     quarantined: list[QuarantinedMemory] = Field(default_factory=list)
+    # archived (dry run: due) by the forced rule, also counted in moved["forced_archived"]
+    forced_archival: list[ArchiveDue] = Field(default_factory=list)
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     duration_seconds: float = 0.0

@@ -292,6 +292,15 @@ class TierPolicy(BaseModel):
     archive_max_importance: float = 0.3
     archive_max_recent_uses: int = 2
     archive_recent_window: timedelta = timedelta(days=90)
+    force_archive_age: timedelta | None = Field(
+        default=timedelta(days=365),
+        description=(
+            "age from which a memory in any live tier is archived whatever its importance"
+            " when used at most archive_max_recent_uses times within archive_recent_window"
+            " (seed 001's force_archive_age_days); pinned and core memories never are."
+            " None turns the rule off"
+        ),
+    )
     restore_expansions: int = 3
     restore_window: timedelta = timedelta(days=30)
     core_min_uses: int = 8
@@ -331,6 +340,16 @@ class ConsolidationPolicy(BaseModel):
     retention_below: float = Field(default=0.2, ge=0, le=1)
     min_similarity: float = Field(default=0.70, ge=0, le=1)
     max_group: int = Field(default=5, ge=2)
+    archive_clusters: bool = Field(
+        default=False,
+        description=(
+            "archive near-duplicate COLD memories due together (cosine at least"
+            " min_similarity, at most max_group) under one summary that names every"
+            " original (seed 002's 'summarise old COLD clusters'). Off by default for"
+            " now: on, templated memories (tickets, build logs) share summaries, and the"
+            " archival suites written for one summary per memory need reviewing first"
+        ),
+    )
 
 
 class Limits(BaseModel):

@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from . import lifecycle
+from . import clusters, lifecycle, provenance
 from .archival import ArchivalPipeline
 from .lifecycle import ACTIVE, SCAN_PAGE
 from .models import Link, LinkKind, MaintenanceReport, Memory, MemoryType, Tier
@@ -251,26 +251,9 @@ class Sweep:
         if len(fading) < 2:
             return fading
         items, vectors = await self.store.embeddings(ns, fading)
-        if len(items) < 2:
-            return fading
-        matrix = np.array(vectors, dtype=np.float32)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-        sims = matrix @ matrix.T
-        np.fill_diagonal(sims, -1.0)
-        close = sims >= cp.min_similarity  # sort only what is near, never whole rows
-        used: set[int] = set()
-        groups: list[list[str]] = []
-        rows: list[int] = [int(x) for x in np.flatnonzero(close.any(axis=1))]
-        for i in rows:
-            if i in used:
-                continue
-            candidates = [int(j) for j in np.flatnonzero(close[i]) if int(j) not in used]
-            near: list[int] = sorted(candidates, key=lambda j: -float(sims[i, j]))
-            near = near[: cp.max_group - 1]
-            if near:
-                members: list[int] = [i, *near]
-                used.update(members)
-                groups.append([items[j] for j in members])
+        groups = clusters.near_duplicate_groups(
+            items, vectors, min_similarity=cp.min_similarity, max_group=cp.max_group
+        )
         for group in groups:
             if not report.dry_run:
                 loaded = await self._members(ns, group)
@@ -278,7 +261,8 @@ class Sweep:
                     continue
                 await self._merge(ns, loaded, now)
             report.add("consolidated", len(group))
-        return [items[i] for i in range(len(items)) if i not in used]
+        grouped = {i for group in groups for i in group}
+        return [i for i in items if i not in grouped]
 
     async def _members(self, ns: str, ids: Sequence[str]) -> list[Memory]:
         """The memories of one consolidation group, in group order."""
@@ -300,6 +284,7 @@ class Sweep:
             tier=Tier.WARM,
             importance=max(m.importance for m in group),
             consolidated_from=[m.id for m in group],
+            metadata=provenance.consolidated(group, self.policy.limits.max_metadata_bytes),
             source="consolidation",
             embedding=[float(x) for x in vector],
             created_at=now,

@@ -22,14 +22,15 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
+from . import provenance
 from .archive import Archiver
 from .associations import Associations, similarity_links
-from .dedup import nearest_stored, screen, threshold
+from .dedup import Screened, nearest_stored, screen, threshold
 from .errors import ValidationError
 from .intake import Prepared
 from .models import ArchiveRecord, Memory
 from .policy import Policy
-from .ports import AccessRecord, AssociationGraph, MemoryStore
+from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,41 @@ class Writer:
             await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
         await self.associations.link_new(ns, links)
         existing = await self.store.get_many(ns, duplicates)
+        if duplicates:
+            await self._keep_provenance(ns, prepared, screened, existing, now)
         return [
             existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
             for p, s in zip(prepared, screened, strict=True)
         ]
+
+    async def _keep_provenance(
+        self,
+        ns: str,
+        prepared: Sequence[Prepared],
+        screened: Sequence[Screened],
+        existing: dict[str, Memory],
+        now: datetime,
+    ) -> None:
+        """A near-duplicate's metadata joins the memory it strengthened, under
+        `merged_from` (`provenance.merged`); `existing` is updated to match."""
+        changed: set[str] = set()
+        for p, s in zip(prepared, screened, strict=True):
+            target = existing.get(s.duplicate_of) if s.duplicate_of is not None else None
+            if target is None:
+                continue
+            metadata = provenance.merged(
+                target.metadata,
+                p.memory.metadata,
+                source=p.memory.source,
+                at=now,
+                max_bytes=self.policy.limits.max_metadata_bytes,
+            )
+            if metadata is not None:
+                existing[target.id] = target.model_copy(update={"metadata": metadata})
+                changed.add(target.id)
+        for memory_id in sorted(changed):
+            patch = MemoryPatch(metadata=existing[memory_id].metadata, updated_at=now)
+            await self.store.patch_many(ns, [memory_id], patch)
 
     async def delete(
         self, ns: str, live: Collection[str], archived: Mapping[str, ArchiveRecord]

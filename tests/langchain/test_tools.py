@@ -145,6 +145,36 @@ def test_store_then_recall_finds_it_and_counts_the_use(mem: TieredMemory) -> Non
     assert mem.get(memory.id, namespace=NS).use_count == 1  # type: ignore[union-attr]
 
 
+def test_store_takes_the_tier_hot_by_default(mem: TieredMemory) -> None:
+    """Seed 002's memory_store assigns the tier: hot unless the agent chooses."""
+    tools = _tools(mem)
+    store = tools["memory_store"]
+    assert store.args_schema.model_fields["tier"].default == "hot"  # type: ignore[union-attr]
+    hot = _call(store, {"content": AVA})
+    assert "tier=hot" in hot.text
+    warm = _call(store, {"content": "The user's car is a blue Volvo", "tier": "warm"})
+    assert "tier=warm" in warm.text
+    cold = _call(store, {"content": "Watched a film about octopuses", "tier": "cold"})
+    assert "tier=cold" in cold.text
+    pinned = _call(store, {"content": "Always answer in Spanish", "tier": "warm", "pinned": True})
+    assert "tier=warm" in pinned.text
+    assert "pinned" in pinned.text
+    tiers = {m.content: (m.tier, m.pinned) for m in mem.list(namespace=NS)}
+    assert tiers == {
+        AVA: (Tier.HOT, False),
+        "The user's car is a blue Volvo": (Tier.WARM, False),
+        "Watched a film about octopuses": (Tier.COLD, False),
+        "Always answer in Spanish": (Tier.WARM, True),
+    }
+    refused = _call(store, {"content": "Never forget this", "tier": "cold", "pinned": True})
+    assert refused.status == "error"
+    assert "hot or warm" in refused.text
+    again = _call(store, {"content": "The user's car is a blue Volvo", "tier": "cold"})
+    assert again.text.startswith("Already remembered")  # the memory it repeats stays put
+    assert {m.tier for m in mem.list(namespace=NS) if "Volvo" in m.content} == {Tier.WARM}
+    assert len(mem.list(namespace=NS)) == 4
+
+
 def test_recall_in_one_tier_is_inspection_not_use(mem: TieredMemory) -> None:
     memory = mem.add(AVA, namespace=NS)
     mem.demote(memory.id, Tier.WARM, namespace=NS)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from tiered_memory.errors import ConfigurationError
 from tiered_memory.ports import Summary, SummaryRequest
 
+from .entities import DATE, NUMBER
+
 # A sentence ends at . ! or ? (optionally followed by closing quotes/brackets) and the
 # next one starts after whitespace. Newlines always end a sentence: notes and lists
 # rarely punctuate their lines.
@@ -31,21 +33,7 @@ _ABBREVIATIONS = frozenset(
     ).split()
 )
 
-_MONTHS = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-    "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
-_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_DATE = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}\b"  # 2026-01-15
-    r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b"  # 15/01/2026
-    rf"|\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b"  # Jan 15th
-    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b"  # 15th of January
-    rf"|\b(?:{_WEEKDAYS}|today|tomorrow|yesterday|tonight)\b"
-    r"|\b\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\b\d{1,2}:\d{2}\b",  # 3pm, 14:30
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"(?<![\w])[$€£]?\d[\d,.]*%?")
+_DATE, _NUMBER = DATE, NUMBER
 
 
 @dataclass(frozen=True)
