@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
-
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 

@@ -48,9 +48,8 @@ def serve(
     expand, stats) to MCP clients, in one namespace (--namespace), or per bearer token
     (--tokens). Runs until the client closes stdio, or until Ctrl-C / SIGTERM."""
     try:
-        from tiered_memory.mcp_server import load_tokens
-        from tiered_memory.mcp_server.run import ServeOptions
-        from tiered_memory.mcp_server.run import serve as run_server
+        from tiered_memory.mcp_server import ServeOptions, load_tokens
+        from tiered_memory.mcp_server import serve as run_server
     except TieredMemoryError as e:  # the [mcp] extra is missing
         _fail(str(e))
 
