@@ -36,6 +36,7 @@ CLI_MAY_IMPORT = frozenset(
         "tiered_memory.embeddings",
         "tiered_memory.engine",
         "tiered_memory.errors",
+        "tiered_memory.mcp_server",  # `serve`: the MCP server's public face
         "tiered_memory.models",
         "tiered_memory.ports",
         "tiered_memory.terminal",

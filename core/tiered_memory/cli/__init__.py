@@ -10,6 +10,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise missing_extra(e.name or "typer", "cli") from e
 
+from . import serve as _serve  # noqa: F401  (registers `serve`; its [mcp] extra loads when run)
 from .commands import app, main
 
 __all__ = ["app", "main"]
