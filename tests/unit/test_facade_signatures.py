@@ -97,3 +97,19 @@ def test_the_twins_forward_every_argument(tmp_path: Any) -> None:
         assert list(mem.search("Ava", namespace="u2")) == []  # namespaces never leak
         assert mem.list(namespace="u1", tier=Tier.HOT, limit=1)[0].id == "ava"
         assert mem.namespaces(prefix="u") == ["u1"]
+
+
+def test_validation_error_has_an_alias_that_does_not_clash_with_pydantics(
+    tmp_path: Any,
+) -> None:
+    import pydantic
+
+    import tiered_memory
+    from tiered_memory import HashingEmbedder
+
+    assert tiered_memory.MemoryValidationError is tiered_memory.ValidationError
+    assert tiered_memory.MemoryValidationError is not pydantic.ValidationError
+    assert "MemoryValidationError" in tiered_memory.__all__
+    with TieredMemory.embedded(tmp_path / "m.db", embedder=HashingEmbedder()) as mem:
+        with pytest.raises(tiered_memory.MemoryValidationError, match="namespace"):
+            mem.add("noted", namespace="")
