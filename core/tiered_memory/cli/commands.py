@@ -13,6 +13,7 @@ how results look is `rendering`'s.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -157,6 +158,17 @@ def _checked(parse: Callable[[str], T], value: str) -> T:
 # -- writing ------------------------------------------------------------------------------------
 
 
+def _api_default(parameter: str) -> Any:
+    """The default of one parameter of `add()`: the command line states none of its own,
+    so a memory added from the shell is the one Python's `add(text)` makes."""
+    return inspect.signature(AsyncTieredMemory.add).parameters[parameter].default
+
+
+# Read once at import: typer evaluates the annotations below only when it runs a command.
+_TYPE_DEFAULT = MemoryType.parse(_api_default("memory_type")).value
+_IMPORTANCE_DEFAULT = _api_default("importance")
+
+
 @app.command()
 def add(
     text: Annotated[str, typer.Argument(help="what to remember")],
@@ -165,10 +177,19 @@ def add(
         typer.Option(
             "--type",
             "-t",
-            help="procedural, factual, project or episodic [default: detected from the text]",
+            help="procedural, factual, project, episodic, or auto (detected from the text) "
+            f"[default: {_TYPE_DEFAULT}, as Python's add()]",
+            show_default=False,
         ),
     ] = None,
-    importance: Annotated[float, typer.Option(help="0..1; >= 0.5 keeps it out of COLD")] = 0.5,
+    importance: Annotated[
+        float | None,
+        typer.Option(
+            help=f"0..1; >= 0.5 keeps it out of COLD [default: {_IMPORTANCE_DEFAULT}, "
+            "as Python's add()]",
+            show_default=False,
+        ),
+    ] = None,
     pin: Annotated[bool, typer.Option("--pin", help="never decays, always injected")] = False,
     source: Annotated[str, typer.Option(help="where it came from")] = "cli",
     namespace: NamespaceOpt = None,
@@ -180,17 +201,17 @@ def add(
     from tiered_memory.transfer import detect_type
 
     common = Common(namespace, db, config, as_json)
-    kind = _checked(MemoryType.parse, memory_type) if memory_type else detect_type(text)
+    chosen: dict[str, Any] = {}
+    if memory_type is not None:
+        detect = memory_type.strip().lower() == "auto"
+        chosen["memory_type"] = (
+            detect_type(text) if detect else _checked(MemoryType.parse, memory_type)
+        )
+    if importance is not None:
+        chosen["importance"] = importance
 
     async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
-        return await memory.add(
-            text,
-            namespace=ns,
-            memory_type=kind,
-            importance=importance,
-            pinned=pin,
-            source=source,
-        )
+        return await memory.add(text, namespace=ns, pinned=pin, source=source, **chosen)
 
     m = _run(common, body)
     if as_json:
