@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
@@ -113,20 +114,89 @@ def report_json(report: MaintenanceReport) -> dict[str, Any]:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """Compact tables: every column but `content` keeps its full width (ids must stay
-    whole to be copied); `content` takes what is left and is cut with an ellipsis."""
-    shown = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, col in enumerate(columns):
-        if col == "content":
-            shown.add_column(col, min_width=16, ratio=1, overflow="ellipsis", no_wrap=True)
-            continue
-        width = max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
-        numeric = bool(rows) and all(_NUMBER.fullmatch(row[i]) for row in rows)
-        shown.add_column(col, no_wrap=True, min_width=width, justify="right" if numeric else "left")
-    for row in rows:
-        shown.add_row(*row)
-    return shown
+CONTENT_MIN = 16  # below this, optional columns give way to the content
+
+
+class FittedTable:
+    """A compact table sized when it is printed: every column but `content` keeps its
+    full width (ids stay whole, to be copied; tier, score and type stay readable), and
+    `content` takes exactly what is left, cut with an ellipsis. On a narrow terminal the
+    `optional` columns go first (the last named first), before the content would
+    shrink below `CONTENT_MIN`; an optional column that is empty in every row is never
+    shown. (A rich table left to itself drops the middle columns at 80 columns.)"""
+
+    def __init__(
+        self,
+        title: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        optional: Sequence[str] = (),
+    ) -> None:
+        self.title, self.columns, self.rows = title, tuple(columns), rows
+        self.optional = tuple(c for c in optional if c in self.columns)
+        self.widths = {
+            col: max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
+            for i, col in enumerate(self.columns)
+        }
+
+    def _build(self, shown: Sequence[str], content_width: int | None) -> Table:
+        built = Table(
+            title=self.title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        for col in shown:
+            if col == "content":
+                built.add_column(col, width=content_width, overflow="ellipsis", no_wrap=True)
+                continue
+            i = self.columns.index(col)
+            numeric = bool(self.rows) and all(_NUMBER.fullmatch(row[i]) for row in self.rows)
+            built.add_column(
+                col,
+                no_wrap=True,
+                min_width=self.widths[col],
+                justify="right" if numeric else "left",
+            )
+        for row in self.rows:
+            built.add_row(*(row[self.columns.index(col)] for col in shown))
+        return built
+
+    def _fixed_width(self, console: Console, options: ConsoleOptions, shown: Sequence[str]) -> int:
+        """The width of the columns but `content`, separators included."""
+        header = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        for col in shown:
+            header.add_column(col, width=0 if col == "content" else self.widths[col])
+        return Measurement.get(console, options, header).maximum
+
+    def fitted(self, console: Console, options: ConsoleOptions) -> Table:
+        empty = {
+            c for c in self.optional if not any(row[self.columns.index(c)] for row in self.rows)
+        }
+        shown = [c for c in self.columns if c not in empty]
+        droppable = [c for c in self.optional if c in shown]
+        if "content" not in shown:
+            return self._build(shown, None)
+        while True:
+            left = options.max_width - self._fixed_width(console, options, shown)
+            if left >= CONTENT_MIN or not droppable:
+                return self._build(shown, max(min(left, self.widths["content"]), CONTENT_MIN))
+            shown.remove(droppable.pop())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.fitted(console, options)
+
+
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    optional: Sequence[str] = (),
+) -> FittedTable:
+    """A table of results (`FittedTable`); `optional` columns give way on narrow screens."""
+    return FittedTable(title, columns, rows, optional)
 
 
 def _type(memory: Memory) -> str:
@@ -138,7 +208,7 @@ def memory_line(m: Memory) -> str:
     return f"{safe(m.id)}  {tier_label(m.tier)}  {m.memory_type.value}  {escape(short(m.content))}"
 
 
-def hits_table(hits: Sequence[Hit], title: str) -> Table:
+def hits_table(hits: Sequence[Hit], title: str) -> FittedTable:
     rows = [
         [
             safe(h.memory.id),
@@ -152,7 +222,7 @@ def hits_table(hits: Sequence[Hit], title: str) -> Table:
     return table(title, ("id", "tier", "score", "type", "content"), rows)
 
 
-def memories_table(memories: Sequence[Memory]) -> Table:
+def memories_table(memories: Sequence[Memory]) -> FittedTable:
     rows = [
         [
             safe(m.id),
@@ -166,10 +236,10 @@ def memories_table(memories: Sequence[Memory]) -> Table:
         for m in memories
     ]
     columns = ("id", "tier", "type", "imp", "uses", "flags", "content")
-    return table(f"{len(memories)} memories", columns, rows)
+    return table(f"{len(memories)} memories", columns, rows, optional=("imp", "uses", "flags"))
 
 
-def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> Table:
+def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> FittedTable:
     """Memories an archive took or would take (as `memory_json` dicts)."""
     rows = [
         [
