@@ -7,9 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tiered_memory import HashingEmbedder, TieredMemory
-from tiered_memory.ports import ArchivalFailure
-
 from tiered_memory.cli import app
+from tiered_memory.ports import ArchivalFailure
 
 from .conftest import Cli, Seeded
 

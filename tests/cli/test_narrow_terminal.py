@@ -76,8 +76,10 @@ def test_tables_fit_the_console_they_are_printed_on(tmp_path: object) -> None:
     assert "grandparents" in wide  # nothing cut when it fits
     narrow = _render(memories_table(memories), 80)
     header, (row,) = _header_and_rows(narrow)
-    assert header[:3] == ["id", "tier", "type"] and header[-1] == "content"
-    assert len(row) <= 80 and "…" in row
+    assert header[:3] == ["id", "tier", "type"]
+    assert header[-1] == "content"
+    assert len(row) <= 80
+    assert "…" in row
 
 
 def test_an_optional_column_empty_in_every_row_is_left_out(tmp_path: object) -> None:

@@ -110,6 +110,8 @@ def test_validation_error_has_an_alias_that_does_not_clash_with_pydantics(
     assert tiered_memory.MemoryValidationError is tiered_memory.ValidationError
     assert tiered_memory.MemoryValidationError is not pydantic.ValidationError
     assert "MemoryValidationError" in tiered_memory.__all__
-    with TieredMemory.embedded(tmp_path / "m.db", embedder=HashingEmbedder()) as mem:
-        with pytest.raises(tiered_memory.MemoryValidationError, match="namespace"):
-            mem.add("noted", namespace="")
+    with (
+        TieredMemory.embedded(tmp_path / "m.db", embedder=HashingEmbedder()) as mem,
+        pytest.raises(tiered_memory.MemoryValidationError, match="namespace"),
+    ):
+        mem.add("noted", namespace="")
