@@ -8,6 +8,7 @@ demo prints with these too.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from tiered_memory import PathNamespace
 from tiered_memory.budget import SHARE_ORDER, share_of
 from tiered_memory.models import (
     Explanation,
@@ -255,16 +257,68 @@ def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> FittedTabl
     )
 
 
+def _namespace_label(name: str) -> str:
+    """A namespace as a person reads it: a path namespace (LangGraph's tuples) as its
+    labels, since its stored name starts with an invisible mark."""
+    path = PathNamespace.parse(name)
+    return json.dumps(list(path.labels), ensure_ascii=False) if path is not None else name
+
+
+def namespace_json(s: Stats) -> dict[str, Any]:
+    path = PathNamespace.parse(s.namespace)
+    return {
+        "namespace": s.namespace,
+        "labels": list(path.labels) if path is not None else None,
+        "tiers": {t.value: (s.tiers[t].count if t in s.tiers else 0) for t in Tier},
+        "total": s.total,
+    }
+
+
+def namespaces_table(found: Sequence[Stats]) -> FittedTable:
+    rows = [
+        [
+            safe(_namespace_label(s.namespace)),
+            *(str(s.tiers[t].count if t in s.tiers else 0) for t in Tier),
+            str(s.total),
+        ]
+        for s in found
+    ]
+    columns = ("namespace", *(t.value for t in Tier), "total")
+    return table(f"{len(found)} namespace(s)", columns, rows)
+
+
+BAR_WIDTH = 20
+_EIGHTHS = " ▏▎▍▌▋▊▉"  # a bar's last cell, in eighths of a block
+
+
+def bar(fraction: float, width: int = BAR_WIDTH, *, unicode: bool = True) -> str:
+    """`fraction` (0..1) of `width` cells as a bar, padded to `width`: block elements
+    to the eighth of a cell, or `#` per whole cell where the terminal's encoding has
+    no block elements (a legacy code page would raise on them, or show garbage)."""
+    share = min(max(fraction, 0.0), 1.0)
+    if not unicode:
+        return ("#" * round(share * width)).ljust(width)
+    full, eighths = divmod(round(share * width * 8), 8)
+    drawn = "█" * full + (_EIGHTHS[eighths] if eighths else "")
+    return drawn.ljust(width)
+
+
 def print_stats(s: Stats, quarantined: Sequence[QuarantinedMemory], console: Console = out) -> None:
+    """Counts and bytes per tier, with the tier split as a bar chart."""
+    unicode = console.encoding.lower().startswith("utf")
     shown = Table(title=f"namespace {safe(repr(s.namespace))}", title_justify="left")
     shown.add_column("tier")
     shown.add_column("memories", justify="right")
     shown.add_column("bytes", justify="right")
+    shown.add_column("share of memories", no_wrap=True)
     for tier in Tier:
         ts = s.tiers.get(tier)
-        shown.add_row(tier_label(tier), str(ts.count if ts else 0), str(ts.bytes if ts else 0))
+        count = ts.count if ts else 0
+        fraction = count / s.total if s.total else 0.0
+        split = f"{bar(fraction, unicode=unicode)} {fraction:>4.0%}"
+        shown.add_row(tier_label(tier), str(count), str(ts.bytes if ts else 0), split)
     shown.add_section()
-    shown.add_row("total", str(s.total), "")
+    shown.add_row("total", str(s.total), "", "")
     console.print(shown)
     console.print(
         f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}  "
