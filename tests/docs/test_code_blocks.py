@@ -178,7 +178,7 @@ def _run(block: Block, namespace: dict[str, Any], loop: asyncio.AbstractEventLoo
     code = compile(
         block.code, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
     )
-    result = eval(code, namespace)  # noqa: S307 - the docs' own code, run on purpose
+    result = eval(code, namespace)  # the docs' own code, run on purpose
     if inspect.iscoroutine(result):  # a block with a top-level await
         loop.run_until_complete(result)
 
