@@ -47,7 +47,9 @@ def main() -> None:
         for hit in mem.search("daughter name", namespace=ns, k=3):
             print(f"  {hit.score:.3f}  [{hit.tier.value}]  {hit.memory.content}")
 
-        clock.advance(days=4)
+        clock.advance(days=4)  # past HOT's 72 h: the sweep moves what was not used
+        report = mem.maintain()
+        print(f"\nfour days later the sweep moved: {report.moved}")
         inj = mem.recall(
             "what is my kid called and what does she play?", namespace=ns, budget_tokens=60
         )

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from datetime import datetime, timedelta
 from os import PathLike
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import lifecycle, validation
 from .archival import ArchivalPipeline
@@ -74,8 +74,8 @@ if TYPE_CHECKING:
     from .config import TieredMemorySettings
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_NAMESPACE = "default"
 
@@ -976,20 +976,17 @@ class AsyncTieredMemory:
 # -- the sync facade -------------------------------------------------------------------
 
 
-def _blocking(
-    method: Callable[Concatenate[AsyncTieredMemory, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[TieredMemory, P], R]:
-    """Expose one engine coroutine as a blocking method, so sync and async share one
-    implementation (no parallel copies to drift apart)."""
+def _shares_doc(twin: Callable[..., Any]) -> Callable[[F], F]:
+    """Give a blocking method its async twin's docstring: one text for both forms.
 
-    def call(self: TieredMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._loop.run(method(self.aio, *args, **kwargs))
+    The signatures are written out (not generated), so help(), IDEs and type checkers
+    see the real parameters; tests/unit/test_facade_signatures.py keeps them equal."""
 
-    call.__name__ = method.__name__
-    call.__qualname__ = f"TieredMemory.{method.__name__}"
-    call.__doc__ = method.__doc__
-    call.__wrapped__ = method  # type: ignore[attr-defined]  # for inspect.signature
-    return call
+    def shared(method: F) -> F:
+        method.__doc__ = twin.__doc__
+        return method
+
+    return shared
 
 
 class TieredMemory:
@@ -1063,17 +1060,22 @@ class TieredMemory:
     def from_env(
         cls, *, clock: Clock | None = None, embedder: Embedder | Any | None = None
     ) -> TieredMemory:
+        """`from_config()` with no file: the environment (and the user's config.toml)."""
         return cls.from_config(None, clock=clock, embedder=embedder)
 
     @property
     def policy(self) -> Policy:
+        """Every number the memory runs by (`tiered_memory.Policy`)."""
         return self.aio.policy
 
     @property
     def clock(self) -> Clock:
+        """The memory's clock (a `ManualClock` in tests and demos)."""
         return self.aio.clock
 
     def close(self) -> None:
+        """Stop background maintenance, close the backends, then the memory's loop
+        thread; `with TieredMemory.embedded(...) as mem:` calls it for you."""
         try:
             self.stop_maintenance()
             self._loop.run(self.aio.close())
@@ -1088,34 +1090,305 @@ class TieredMemory:
     ) -> None:
         self.close()
 
-    add = _blocking(AsyncTieredMemory.add)
-    upsert = _blocking(AsyncTieredMemory.upsert)
-    add_many = _blocking(AsyncTieredMemory.add_many)
-    get = _blocking(AsyncTieredMemory.get)
-    list = _blocking(AsyncTieredMemory.list)
-    stats = _blocking(AsyncTieredMemory.stats)
-    search = _blocking(AsyncTieredMemory.search)
-    recall = _blocking(AsyncTieredMemory.recall)
-    explain = _blocking(AsyncTieredMemory.explain)
-    forget = _blocking(AsyncTieredMemory.forget)
-    restore = _blocking(AsyncTieredMemory.restore)
-    pin = _blocking(AsyncTieredMemory.pin)
-    unpin = _blocking(AsyncTieredMemory.unpin)
-    promote = _blocking(AsyncTieredMemory.promote)
-    demote = _blocking(AsyncTieredMemory.demote)
-    link = _blocking(AsyncTieredMemory.link)
-    links = _blocking(AsyncTieredMemory.links)
-    namespaces = _blocking(AsyncTieredMemory.namespaces)
-    record_use = _blocking(AsyncTieredMemory.record_use)
-    forget_many = _blocking(AsyncTieredMemory.forget_many)
-    forget_where = _blocking(AsyncTieredMemory.forget_where)
-    upsert_many = _blocking(AsyncTieredMemory.upsert_many)
-    clear = _blocking(AsyncTieredMemory.clear)
-    maintain = _blocking(AsyncTieredMemory.maintain)
-    archive = _blocking(AsyncTieredMemory.archive)
-    quarantined = _blocking(AsyncTieredMemory.quarantined)
-    expand = _blocking(AsyncTieredMemory.expand)
-    restore_archive = _blocking(AsyncTieredMemory.restore_archive)
+    @_shares_doc(AsyncTieredMemory.dimension)
+    def dimension(self) -> int:
+        return self._loop.run(self.aio.dimension())
+
+    @_shares_doc(AsyncTieredMemory.add)
+    def add(
+        self,
+        content: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.4,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+        id: str | None = None,
+        replace: bool = False,
+    ) -> Memory:
+        return self._loop.run(
+            self.aio.add(
+                content,
+                namespace=namespace,
+                memory_type=memory_type,
+                importance=importance,
+                metadata=metadata,
+                source=source,
+                pinned=pinned,
+                embedding=embedding,
+                id=id,
+                replace=replace,
+            )
+        )
+
+    @_shares_doc(AsyncTieredMemory.upsert)
+    def upsert(
+        self,
+        content: str,
+        *,
+        id: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        memory_type: MemoryType | str = MemoryType.EPISODIC,
+        importance: float = 0.4,
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "api",
+        pinned: bool = False,
+        embedding: Sequence[float] | Vector | None = None,
+    ) -> Memory:
+        return self._loop.run(
+            self.aio.upsert(
+                content,
+                id=id,
+                namespace=namespace,
+                memory_type=memory_type,
+                importance=importance,
+                metadata=metadata,
+                source=source,
+                pinned=pinned,
+                embedding=embedding,
+            )
+        )
+
+    @_shares_doc(AsyncTieredMemory.add_many)
+    def add_many(
+        self,
+        items: Sequence[MemoryInput | str | Mapping[str, Any]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        dedup: bool | None = None,
+        link: bool = True,
+        replace: bool = False,
+    ) -> builtins.list[Memory]:
+        return self._loop.run(
+            self.aio.add_many(items, namespace=namespace, dedup=dedup, link=link, replace=replace)
+        )
+
+    @_shares_doc(AsyncTieredMemory.get)
+    def get(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory | None:
+        return self._loop.run(self.aio.get(id, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.list)
+    def list(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        tier: Tier | str | None = None,
+        after_id: str | None = None,
+        limit: int = 100,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+    ) -> builtins.list[Memory]:
+        return self._loop.run(
+            self.aio.list(
+                namespace=namespace, tier=tier, after_id=after_id, limit=limit, metadata=metadata
+            )
+        )
+
+    @_shares_doc(AsyncTieredMemory.namespaces)
+    def namespaces(self, *, prefix: str = "") -> builtins.list[str]:
+        return self._loop.run(self.aio.namespaces(prefix=prefix))
+
+    def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
+        """Counts and bytes per tier, flags and links of one namespace, read in one
+        snapshot (consistent even while a sweep runs)."""
+        return self._loop.run(self.aio.stats(namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.search)
+    def search(
+        self,
+        query: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        k: int = 10,
+        deep: bool = False,
+        include_archived: bool = False,
+        tiers: Sequence[Tier | str] | None = None,
+        weights: Mapping[str, float] | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        include_forgotten: bool = False,
+        ids: Sequence[str] | None = None,
+        query_embedding: Sequence[float] | Vector | None = None,
+    ) -> SearchResults:
+        return self._loop.run(
+            self.aio.search(
+                query,
+                namespace=namespace,
+                k=k,
+                deep=deep,
+                include_archived=include_archived,
+                tiers=tiers,
+                weights=weights,
+                memory_types=memory_types,
+                metadata=metadata,
+                include_forgotten=include_forgotten,
+                ids=ids,
+                query_embedding=query_embedding,
+            )
+        )
+
+    @_shares_doc(AsyncTieredMemory.recall)
+    def recall(
+        self,
+        query: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        budget_tokens: int | None = None,
+        max_items: int | None = None,
+        deep: bool = False,
+        include_archived: bool = False,
+        weights: Mapping[str, float] | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        record_use: bool = True,
+        tiers: Sequence[Tier | str] | None = None,
+        ids: Sequence[str] | None = None,
+        query_embedding: Sequence[float] | Vector | None = None,
+    ) -> Injection:
+        return self._loop.run(
+            self.aio.recall(
+                query,
+                namespace=namespace,
+                budget_tokens=budget_tokens,
+                max_items=max_items,
+                deep=deep,
+                include_archived=include_archived,
+                weights=weights,
+                memory_types=memory_types,
+                metadata=metadata,
+                record_use=record_use,
+                tiers=tiers,
+                ids=ids,
+                query_embedding=query_embedding,
+            )
+        )
+
+    @_shares_doc(AsyncTieredMemory.record_use)
+    def record_use(self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE) -> int:
+        return self._loop.run(self.aio.record_use(ids, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.explain)
+    def explain(
+        self, id: str, *, query: str | None = None, namespace: str = DEFAULT_NAMESPACE
+    ) -> Explanation:
+        return self._loop.run(self.aio.explain(id, query=query, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.forget)
+    def forget(self, id: str, *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False) -> None:
+        return self._loop.run(self.aio.forget(id, namespace=namespace, hard=hard))
+
+    @_shares_doc(AsyncTieredMemory.forget_many)
+    def forget_many(
+        self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, hard: bool = False
+    ) -> int:
+        return self._loop.run(self.aio.forget_many(ids, namespace=namespace, hard=hard))
+
+    @_shares_doc(AsyncTieredMemory.clear)
+    def clear(self, *, namespace: str = DEFAULT_NAMESPACE) -> None:
+        return self._loop.run(self.aio.clear(namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.restore)
+    def restore(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        return self._loop.run(self.aio.restore(id, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.pin)
+    def pin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        return self._loop.run(self.aio.pin(id, namespace=namespace))
+
+    def unpin(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        """Let a pinned memory decay and move between tiers again."""
+        return self._loop.run(self.aio.unpin(id, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.promote)
+    def promote(
+        self, id: str, tier: Tier | str = Tier.WARM, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> Memory:
+        return self._loop.run(self.aio.promote(id, tier, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.demote)
+    def demote(self, id: str, tier: Tier | str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
+        return self._loop.run(self.aio.demote(id, tier, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.link)
+    def link(
+        self,
+        source: str,
+        target: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        weight: float = 0.5,
+    ) -> Link:
+        return self._loop.run(self.aio.link(source, target, namespace=namespace, weight=weight))
+
+    def links(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> builtins.list[Link]:
+        """The associations of memory `id` (explicit, auto-linked and co-recalled)."""
+        return self._loop.run(self.aio.links(id, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.maintain)
+    def maintain(
+        self,
+        *,
+        now: datetime | None = None,
+        dry_run: bool = False,
+        namespace: str | None = None,
+    ) -> MaintenanceReport:
+        return self._loop.run(self.aio.maintain(now=now, dry_run=dry_run, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.archive)
+    def archive(
+        self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
+    ) -> int:
+        return self._loop.run(self.aio.archive(ids, namespace=namespace, reason=reason))
+
+    @_shares_doc(AsyncTieredMemory.quarantined)
+    def quarantined(
+        self, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> builtins.list[QuarantinedMemory]:
+        return self._loop.run(self.aio.quarantined(namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.expand)
+    def expand(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        return self._loop.run(self.aio.expand(id, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.restore_archive)
+    def restore_archive(
+        self, ids: Sequence[str] | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        return self._loop.run(self.aio.restore_archive(ids, namespace=namespace))
+
+    @_shares_doc(AsyncTieredMemory.forget_where)
+    def forget_where(
+        self,
+        metadata: Sequence[MetadataFilter] | Mapping[str, Any],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        hard: bool = False,
+    ) -> int:
+        return self._loop.run(self.aio.forget_where(metadata, namespace=namespace, hard=hard))
+
+    @_shares_doc(AsyncTieredMemory.upsert_many)
+    def upsert_many(
+        self,
+        items: Sequence[MemoryInput | Mapping[str, Any]],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        link: bool = True,
+    ) -> builtins.list[Memory]:
+        return self._loop.run(self.aio.upsert_many(items, namespace=namespace, link=link))
+
+    @_shares_doc(AsyncTieredMemory.archive_preview)
+    def archive_preview(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        older_than: timedelta | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> ArchivePreview:
+        return self._loop.run(
+            self.aio.archive_preview(ids, older_than=older_than, namespace=namespace)
+        )
 
     def run(self, coro: Coroutine[Any, Any, R]) -> R:
         """Block on a coroutine of `self.aio` on this memory's own loop, where its
@@ -1142,6 +1415,7 @@ class TieredMemory:
         return runner
 
     def stop_maintenance(self) -> None:
+        """Stop the background sweep `start_maintenance()` started, if any."""
         runner = self._runner
         if runner is not None:
             self._loop.run(runner.stop())
@@ -1163,8 +1437,6 @@ class TieredMemory:
                 settings, clock=clock, embedder=embedder, summarizer=summarizer, dimension=dimension
             )
         )
-
-    archive_preview = _blocking(AsyncTieredMemory.archive_preview)
 
 
 __all__ = ["SHARE_ORDER", "AsyncTieredMemory", "MemoryInput", "TieredMemory", "share_of"]

@@ -15,6 +15,11 @@ class ValidationError(TieredMemoryError, ValueError):
     """Input was rejected before anything was written."""
 
 
+MemoryValidationError = ValidationError
+"""`ValidationError` under a name that cannot clash with pydantic's: code importing
+both writes `except MemoryValidationError`. The same class, so either name catches it."""
+
+
 class NotFoundError(TieredMemoryError, KeyError):
     """No such memory in this namespace (ids never cross namespaces)."""
 
@@ -66,6 +71,7 @@ __all__ = [
     "ConfigurationError",
     "DimensionMismatchError",
     "EmbedderError",
+    "MemoryValidationError",
     "MissingDependencyError",
     "NamespaceError",
     "NotFoundError",

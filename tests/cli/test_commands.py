@@ -7,14 +7,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tiered_memory import HashingEmbedder, TieredMemory
+from tiered_memory.cli import app
 from tiered_memory.ports import ArchivalFailure
 
 from .conftest import Cli, Seeded
 
 
-def test_add_detects_type_and_takes_flags(cli: Cli) -> None:
-    rule = cli.json("add", "Always answer in metric units")
+def test_add_detects_type_on_request_and_takes_flags(cli: Cli) -> None:
+    rule = cli.json("add", "Always answer in metric units", "--type", "auto")
     assert rule["memory_type"] == "procedural"
+    dated = cli.json("add", "Met Sam at the station on 2024-05-01", "-t", "AUTO")
+    assert dated["memory_type"] == "episodic"
     assert rule["tier"] == "hot"
     assert rule["source"] == "cli"
     fact = cli.json(
@@ -25,6 +28,24 @@ def test_add_detects_type_and_takes_flags(cli: Cli) -> None:
     assert "embedding" not in fact
     listed = cli.json("list", "-n", "u1")
     assert [m["id"] for m in listed] == [fact["id"]]
+
+
+def test_add_takes_the_same_defaults_as_pythons_add(cli: Cli, tmp_path: Path) -> None:
+    """One default for both (issue 20.4): the CLI used to detect the type and use
+    importance 0.5, while `add(text)` made an episodic memory of importance 0.4."""
+    text = "Always answer in metric units"
+    from_shell = cli.json("add", text, "-n", "shell")
+    with TieredMemory.embedded(tmp_path / "py.db", embedder=HashingEmbedder()) as mem:
+        from_python = mem.add(text, namespace="python")
+    assert from_shell["memory_type"] == from_python.memory_type.value
+    assert from_shell["importance"] == from_python.importance
+    assert (from_shell["pinned"], from_shell["tier"]) == (from_python.pinned, "hot")
+
+
+def test_add_help_names_the_shared_defaults(cli: Cli) -> None:
+    shown = cli.runner.invoke(app, ["add", "--help"]).stdout
+    assert "episodic, as Python's add()" in " ".join(shown.split())
+    assert "0.4, as Python's add()" in " ".join(shown.split())
 
 
 def test_add_plain_output_names_the_id(cli: Cli) -> None:

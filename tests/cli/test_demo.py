@@ -68,11 +68,21 @@ def test_demo_keeps_its_store_when_asked(tmp_path: Path) -> None:
     from tiered_memory.cli import app
 
     keep = tmp_path / "kept"
-    result = CliRunner().invoke(app, ["demo", "--embedder", "hashing", "--keep", str(keep)])
+    result = CliRunner().invoke(
+        app, ["demo", "--embedder", "hashing", "--keep", str(keep), "-n", "sam"]
+    )
     assert result.exit_code == 0, result.stderr
     assert "Each memory's tier at the end of each month" in result.stdout
     assert "expand" in result.stdout
     assert (keep / "demo.db").exists()
+    # it says which namespace the memories are in, and the command that shows them
+    said = " ".join(result.stdout.split())
+    assert "namespace 'sam'" in said
+    shown = said[said.index("look at it with: ") + len("look at it with: ") :].split()
+    assert shown[:2] == ["tiered-memory", "list"]
+    listed = CliRunner().invoke(app, [*shown[1:], "--json"])
+    assert listed.exit_code == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) > 0
     again = CliRunner().invoke(app, ["demo", "--keep", str(keep)])
     assert again.exit_code == 1
     assert "not empty" in again.stderr

@@ -55,9 +55,36 @@ def test_query_engine_example_runs_offline(tmp_path: Path) -> None:
     out = run_example("llamaindex_query_engine.py", tmp_path)
     assert "source [hot]" in out
     assert "Project Falcon ships on March 3; the release manager is Priya." in out
-    assert "filtered on section=benefits:" in out
-    assert "chunks nobody used are now cold: 3" in out
+    # what each part claims is what it shows
+    benefits = _listed(out, "filtered on section=benefits:")
+    assert sorted(benefits) == [
+        "Everyone gets 28 days of paid holiday, plus public holidays.",
+        "The learning budget is 1,500 euros per person per year.",
+    ]
+    budgeted = _listed(out, "within a 40-token budget (recall: tier shares, use recorded):")
+    assert budgeted
+    assert "chunks no budgeted retrieval used are now cold: 3" in out
+    cold = _listed(out, "chunks no budgeted retrieval used are now cold: 3")
+    assert len(cold) == 3
+    assert not set(cold) & set(budgeted)  # used (recorded) chunks stayed active
+    found = out.split("a cold chunk is still found", 1)[1].splitlines()
+    assert found[1].startswith("  [cold] ")
+    assert found[1].endswith("Releases are frozen during the last week of December.")
+    # it used to say "its score halved" beside a score no tier factor had halved
+    assert "halved" not in out
+    assert found[2] == "  its tier factor is 1 (policy.scoring.tier_factor)"
     assert "after deleting one document: 5" in out
+
+
+def _listed(out: str, heading: str) -> list[str]:
+    """The chunk texts listed under `heading` ("  [tier] text" lines)."""
+    lines = out.split(heading, 1)[1].splitlines()[1:]
+    listed: list[str] = []
+    for line in lines:
+        if not line.startswith("  ["):
+            break
+        listed.append(line.split("] ", 1)[1])
+    return listed
 
 
 @pytest.mark.slow

@@ -13,11 +13,15 @@ how results look is `rendering`'s.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import io
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -52,6 +56,8 @@ from .rendering import (
     memories_table,
     memory_json,
     memory_line,
+    namespace_json,
+    namespaces_table,
     out,
     print_explanation,
     print_injection,
@@ -73,7 +79,75 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+log = logging.getLogger(__name__)
+
+
+# -- options of the command itself (before the subcommand) ----------------------------------
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tiered-memory {package_version()}")
+        raise typer.Exit()
+
+
+def package_version() -> str:
+    try:
+        return version("tiered-memory")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _StderrLines(logging.Handler):
+    """Log records as one safe line each on the current stderr (`line`): a record can
+    quote stored text, and the test runner swaps stderr between commands."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            typer.echo(f"{record.levelname.lower()}: {line(self.format(record))}", err=True)
+        except Exception:
+            self.handleError(record)
+
+
+def log_level(verbose: int, quiet: bool) -> int:
+    """Warnings by default; -v info, -vv debug; --quiet errors only."""
+    if quiet:
+        return logging.ERROR
+    return {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+
+
+def _configure_logging(level: int) -> None:
+    """The library's records on stderr at `level`; the handler is installed once."""
+    logger = logging.getLogger("tiered_memory")
+    logger.setLevel(level)
+    if not any(isinstance(h, _StderrLines) for h in logger.handlers):
+        logger.addHandler(_StderrLines())
+
+
+@app.callback()
+def _options(
+    _show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="print the version and exit",
+            callback=_version,
+            is_eager=True,
+        ),
+    ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option("--verbose", "-v", count=True, help="log what happens on stderr (-vv: debug)"),
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="log errors only, no warnings")] = False,
+) -> None:
+    """Long-term memory for LLM agents: tiers, decay, archival and token budgets."""
+    if verbose and quiet:
+        _fail("give --verbose or --quiet, not both", code=2)
+    _configure_logging(log_level(verbose, quiet))
 
 
 # -- options every command takes -------------------------------------------------------------
@@ -128,6 +202,7 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
         settings = common.settings()
         # `-n ""` is a mistake (an unset variable), not a request for the default
         namespace = settings.namespace if common.namespace is None else common.namespace
+        log.info("store: %s; namespace %r", _where(settings), namespace)
         memory = await AsyncTieredMemory.from_settings(settings)
         try:
             return await body(memory, namespace)
@@ -140,6 +215,14 @@ def _run(common: Common, body: Callable[[AsyncTieredMemory, str], Awaitable[T]])
         _fail(str(e))
     except OSError as e:
         _fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+
+
+def _where(settings: TieredMemorySettings) -> str:
+    """Which store a command opens, for --verbose."""
+    if settings.store.backend == "sqlite":
+        return f"embedded SQLite {settings.resolved_db_path()}"
+    parts = f"graph {settings.graph.backend}, objects {settings.objects.backend}"
+    return f"{settings.store.backend} ({parts})"
 
 
 def _emit(data: Any) -> None:
@@ -157,6 +240,17 @@ def _checked(parse: Callable[[str], T], value: str) -> T:
 # -- writing ------------------------------------------------------------------------------------
 
 
+def _api_default(parameter: str) -> Any:
+    """The default of one parameter of `add()`: the command line states none of its own,
+    so a memory added from the shell is the one Python's `add(text)` makes."""
+    return inspect.signature(AsyncTieredMemory.add).parameters[parameter].default
+
+
+# Read once at import: typer evaluates the annotations below only when it runs a command.
+_TYPE_DEFAULT = MemoryType.parse(_api_default("memory_type")).value
+_IMPORTANCE_DEFAULT = _api_default("importance")
+
+
 @app.command()
 def add(
     text: Annotated[str, typer.Argument(help="what to remember")],
@@ -165,10 +259,19 @@ def add(
         typer.Option(
             "--type",
             "-t",
-            help="procedural, factual, project or episodic [default: detected from the text]",
+            help="procedural, factual, project, episodic, or auto (detected from the text) "
+            f"[default: {_TYPE_DEFAULT}, as Python's add()]",
+            show_default=False,
         ),
     ] = None,
-    importance: Annotated[float, typer.Option(help="0..1; >= 0.5 keeps it out of COLD")] = 0.5,
+    importance: Annotated[
+        float | None,
+        typer.Option(
+            help=f"0..1; >= 0.5 keeps it out of COLD [default: {_IMPORTANCE_DEFAULT}, "
+            "as Python's add()]",
+            show_default=False,
+        ),
+    ] = None,
     pin: Annotated[bool, typer.Option("--pin", help="never decays, always injected")] = False,
     source: Annotated[str, typer.Option(help="where it came from")] = "cli",
     namespace: NamespaceOpt = None,
@@ -180,17 +283,17 @@ def add(
     from tiered_memory.transfer import detect_type
 
     common = Common(namespace, db, config, as_json)
-    kind = _checked(MemoryType.parse, memory_type) if memory_type else detect_type(text)
+    chosen: dict[str, Any] = {}
+    if memory_type is not None:
+        detect = memory_type.strip().lower() == "auto"
+        chosen["memory_type"] = (
+            detect_type(text) if detect else _checked(MemoryType.parse, memory_type)
+        )
+    if importance is not None:
+        chosen["importance"] = importance
 
     async def body(memory: AsyncTieredMemory, ns: str) -> Memory:
-        return await memory.add(
-            text,
-            namespace=ns,
-            memory_type=kind,
-            importance=importance,
-            pinned=pin,
-            source=source,
-        )
+        return await memory.add(text, namespace=ns, pinned=pin, source=source, **chosen)
 
     m = _run(common, body)
     if as_json:
@@ -288,6 +391,31 @@ def stats(
         _emit(data)
         return
     print_stats(s, quarantined)
+
+
+@app.command()
+def namespaces(
+    prefix: Annotated[str, typer.Option(help="only namespaces whose name starts with this")] = "",
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every namespace holding memories or archive records, with its memories per tier
+    (names and counts only, never contents)."""
+    common = Common(None, db, config, as_json)
+
+    async def body(memory: AsyncTieredMemory, _ns: str) -> list[Stats]:
+        names = await memory.namespaces(prefix=prefix)
+        return [await memory.stats(namespace=name) for name in names]
+
+    found = _run(common, body)
+    if as_json:
+        _emit([namespace_json(s) for s in found])
+        return
+    if not found:
+        out.print("no namespaces" + (f" starting with {safe(repr(prefix))}" if prefix else ""))
+        return
+    out.print(namespaces_table(found))
 
 
 @app.command()
@@ -859,8 +987,20 @@ def demo(
 # -- entry point --------------------------------------------------------------------------------
 
 
+def _encodable_output() -> None:
+    """On a terminal whose encoding is not UTF-8 (a legacy code page, LANG=C), write
+    what it cannot encode as backslash escapes instead of dying on the first `é` or
+    `…` with UnicodeEncodeError. Escapes are ASCII, and inside --json strings they are
+    JSON's own (`\\u00e9`), so the output still parses to the stored text."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "")
+        if isinstance(stream, io.TextIOWrapper) and not encoding.startswith("utf"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The console script: usage errors are one line too (exit 2), like every other."""
+    _encodable_output()
     try:
         code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except typer.Abort:

@@ -8,18 +8,21 @@ demo prints with these too.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from tiered_memory import PathNamespace
 from tiered_memory.budget import SHARE_ORDER, share_of
 from tiered_memory.models import (
     Explanation,
@@ -113,20 +116,89 @@ def report_json(report: MaintenanceReport) -> dict[str, Any]:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """Compact tables: every column but `content` keeps its full width (ids must stay
-    whole to be copied); `content` takes what is left and is cut with an ellipsis."""
-    shown = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, col in enumerate(columns):
-        if col == "content":
-            shown.add_column(col, min_width=16, ratio=1, overflow="ellipsis", no_wrap=True)
-            continue
-        width = max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
-        numeric = bool(rows) and all(_NUMBER.fullmatch(row[i]) for row in rows)
-        shown.add_column(col, no_wrap=True, min_width=width, justify="right" if numeric else "left")
-    for row in rows:
-        shown.add_row(*row)
-    return shown
+CONTENT_MIN = 16  # below this, optional columns give way to the content
+
+
+class FittedTable:
+    """A compact table sized when it is printed: every column but `content` keeps its
+    full width (ids stay whole, to be copied; tier, score and type stay readable), and
+    `content` takes exactly what is left, cut with an ellipsis. On a narrow terminal the
+    `optional` columns go first (the last named first), before the content would
+    shrink below `CONTENT_MIN`; an optional column that is empty in every row is never
+    shown. (A rich table left to itself drops the middle columns at 80 columns.)"""
+
+    def __init__(
+        self,
+        title: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        optional: Sequence[str] = (),
+    ) -> None:
+        self.title, self.columns, self.rows = title, tuple(columns), rows
+        self.optional = tuple(c for c in optional if c in self.columns)
+        self.widths = {
+            col: max([len(col), *(Text.from_markup(row[i]).cell_len for row in rows)])
+            for i, col in enumerate(self.columns)
+        }
+
+    def _build(self, shown: Sequence[str], content_width: int | None) -> Table:
+        built = Table(
+            title=self.title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        for col in shown:
+            if col == "content":
+                built.add_column(col, width=content_width, overflow="ellipsis", no_wrap=True)
+                continue
+            i = self.columns.index(col)
+            numeric = bool(self.rows) and all(_NUMBER.fullmatch(row[i]) for row in self.rows)
+            built.add_column(
+                col,
+                no_wrap=True,
+                min_width=self.widths[col],
+                justify="right" if numeric else "left",
+            )
+        for row in self.rows:
+            built.add_row(*(row[self.columns.index(col)] for col in shown))
+        return built
+
+    def _fixed_width(self, console: Console, options: ConsoleOptions, shown: Sequence[str]) -> int:
+        """The width of the columns but `content`, separators included."""
+        header = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        for col in shown:
+            header.add_column(col, width=0 if col == "content" else self.widths[col])
+        return Measurement.get(console, options, header).maximum
+
+    def fitted(self, console: Console, options: ConsoleOptions) -> Table:
+        empty = {
+            c for c in self.optional if not any(row[self.columns.index(c)] for row in self.rows)
+        }
+        shown = [c for c in self.columns if c not in empty]
+        droppable = [c for c in self.optional if c in shown]
+        if "content" not in shown:
+            return self._build(shown, None)
+        while True:
+            left = options.max_width - self._fixed_width(console, options, shown)
+            if left >= CONTENT_MIN or not droppable:
+                return self._build(shown, max(min(left, self.widths["content"]), CONTENT_MIN))
+            shown.remove(droppable.pop())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.fitted(console, options)
+
+
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    optional: Sequence[str] = (),
+) -> FittedTable:
+    """A table of results (`FittedTable`); `optional` columns give way on narrow screens."""
+    return FittedTable(title, columns, rows, optional)
 
 
 def _type(memory: Memory) -> str:
@@ -138,7 +210,7 @@ def memory_line(m: Memory) -> str:
     return f"{safe(m.id)}  {tier_label(m.tier)}  {m.memory_type.value}  {escape(short(m.content))}"
 
 
-def hits_table(hits: Sequence[Hit], title: str) -> Table:
+def hits_table(hits: Sequence[Hit], title: str) -> FittedTable:
     rows = [
         [
             safe(h.memory.id),
@@ -152,7 +224,7 @@ def hits_table(hits: Sequence[Hit], title: str) -> Table:
     return table(title, ("id", "tier", "score", "type", "content"), rows)
 
 
-def memories_table(memories: Sequence[Memory]) -> Table:
+def memories_table(memories: Sequence[Memory]) -> FittedTable:
     rows = [
         [
             safe(m.id),
@@ -166,10 +238,10 @@ def memories_table(memories: Sequence[Memory]) -> Table:
         for m in memories
     ]
     columns = ("id", "tier", "type", "imp", "uses", "flags", "content")
-    return table(f"{len(memories)} memories", columns, rows)
+    return table(f"{len(memories)} memories", columns, rows, optional=("imp", "uses", "flags"))
 
 
-def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> Table:
+def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> FittedTable:
     """Memories an archive took or would take (as `memory_json` dicts)."""
     rows = [
         [
@@ -185,16 +257,68 @@ def archive_table(candidates: Sequence[dict[str, Any]], verb: str) -> Table:
     )
 
 
+def _namespace_label(name: str) -> str:
+    """A namespace as a person reads it: a path namespace (LangGraph's tuples) as its
+    labels, since its stored name starts with an invisible mark."""
+    path = PathNamespace.parse(name)
+    return json.dumps(list(path.labels), ensure_ascii=False) if path is not None else name
+
+
+def namespace_json(s: Stats) -> dict[str, Any]:
+    path = PathNamespace.parse(s.namespace)
+    return {
+        "namespace": s.namespace,
+        "labels": list(path.labels) if path is not None else None,
+        "tiers": {t.value: (s.tiers[t].count if t in s.tiers else 0) for t in Tier},
+        "total": s.total,
+    }
+
+
+def namespaces_table(found: Sequence[Stats]) -> FittedTable:
+    rows = [
+        [
+            safe(_namespace_label(s.namespace)),
+            *(str(s.tiers[t].count if t in s.tiers else 0) for t in Tier),
+            str(s.total),
+        ]
+        for s in found
+    ]
+    columns = ("namespace", *(t.value for t in Tier), "total")
+    return table(f"{len(found)} namespace(s)", columns, rows)
+
+
+BAR_WIDTH = 20
+_EIGHTHS = " ▏▎▍▌▋▊▉"  # a bar's last cell, in eighths of a block
+
+
+def bar(fraction: float, width: int = BAR_WIDTH, *, unicode: bool = True) -> str:
+    """`fraction` (0..1) of `width` cells as a bar, padded to `width`: block elements
+    to the eighth of a cell, or `#` per whole cell where the terminal's encoding has
+    no block elements (a legacy code page would raise on them, or show garbage)."""
+    share = min(max(fraction, 0.0), 1.0)
+    if not unicode:
+        return ("#" * round(share * width)).ljust(width)
+    full, eighths = divmod(round(share * width * 8), 8)
+    drawn = "█" * full + (_EIGHTHS[eighths] if eighths else "")
+    return drawn.ljust(width)
+
+
 def print_stats(s: Stats, quarantined: Sequence[QuarantinedMemory], console: Console = out) -> None:
+    """Counts and bytes per tier, with the tier split as a bar chart."""
+    unicode = console.encoding.lower().startswith("utf")
     shown = Table(title=f"namespace {safe(repr(s.namespace))}", title_justify="left")
     shown.add_column("tier")
     shown.add_column("memories", justify="right")
     shown.add_column("bytes", justify="right")
+    shown.add_column("share of memories", no_wrap=True)
     for tier in Tier:
         ts = s.tiers.get(tier)
-        shown.add_row(tier_label(tier), str(ts.count if ts else 0), str(ts.bytes if ts else 0))
+        count = ts.count if ts else 0
+        fraction = count / s.total if s.total else 0.0
+        split = f"{bar(fraction, unicode=unicode)} {fraction:>4.0%}"
+        shown.add_row(tier_label(tier), str(count), str(ts.bytes if ts else 0), split)
     shown.add_section()
-    shown.add_row("total", str(s.total), "")
+    shown.add_row("total", str(s.total), "", "")
     console.print(shown)
     console.print(
         f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}  "

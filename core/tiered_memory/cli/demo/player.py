@@ -13,6 +13,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import shlex
 import tempfile
 import time
 from collections import Counter
@@ -239,12 +240,24 @@ def run_demo(
         raise ValidationError(f"{str(keep)!r} is not empty; --keep needs a new folder")
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        return asyncio.run(_run(out, embedder, keep, namespace))
+        return asyncio.run(_run(out, embedder, keep, namespace, kept=True))
     with tempfile.TemporaryDirectory(prefix="tiered-memory-demo-") as folder:
-        return asyncio.run(_run(out, embedder, Path(folder), namespace))
+        return asyncio.run(_run(out, embedder, Path(folder), namespace, kept=False))
 
 
-async def _run(out: Console, mode: str, folder: Path, namespace: str) -> dict[str, Any]:
+def kept_store_hint(db: Path, namespace: str) -> str:
+    """How to open the kept store: its memories live in `namespace`, not the default
+    one, so a bare `tiered-memory list --db ...` would show nothing."""
+    return (
+        f"kept the demo store at {escape(str(db))}, namespace {escape(repr(namespace))}; "
+        f"look at it with: tiered-memory list --db {escape(shlex.quote(str(db)))} "
+        f"-n {escape(shlex.quote(namespace))}"
+    )
+
+
+async def _run(
+    out: Console, mode: str, folder: Path, namespace: str, *, kept: bool
+) -> dict[str, Any]:
     started = time.perf_counter()
     script = load_script()
     emb, described = choose_embedder(mode)
@@ -292,7 +305,11 @@ async def _run(out: Console, mode: str, folder: Path, namespace: str) -> dict[st
             f"\nplayed {script['days']} days and {player.sweeps} sweeps in {seconds:.1f} s. "
             f"Try it on your own store: tiered-memory add 'I prefer tea' --type procedural"
         )
+        if kept:
+            out.print(kept_store_hint(db, namespace), soft_wrap=True)  # one line, to copy
         return {
+            "namespace": namespace,
+            "db": str(db) if kept else None,
             "embedder": described,
             "seconds": round(seconds, 2),
             "sweeps": player.sweeps,
