@@ -372,7 +372,7 @@ def _instruments_in_use() -> Instruments | None:
         restores=meter.create_counter(f"{PREFIX}.restores", unit="{memory}"),
         summarizer_calls=meter.create_counter(f"{PREFIX}.summarizer.calls", unit="{call}"),
         summarizer_tokens=meter.create_counter(f"{PREFIX}.summarizer.tokens", unit="{token}"),
-        summarizer_cost=meter.create_counter(f"{PREFIX}.summarizer.cost", unit="USD"),
+        summarizer_cost=meter.create_counter(f"{PREFIX}.summarizer.cost_usd", unit="{USD}"),
         sweep_duration=meter.create_histogram(f"{PREFIX}.sweep.duration", unit="s"),
         gauges=(
             meter.create_observable_gauge(

@@ -153,7 +153,7 @@ async def test_spans_and_metrics_of_an_add_a_recall_and_a_sweep(
     assert _total(metrics["tiered_memory.archival.failed"]) == 0
     assert _total(metrics["tiered_memory.expansions"]) == 1
     assert _total(metrics["tiered_memory.summarizer.calls"]) == 3
-    assert _total(metrics["tiered_memory.summarizer.cost"]) == 0.0  # extractive: free
+    assert _total(metrics["tiered_memory.summarizer.cost_usd"]) == 0.0  # extractive: free
     durations = metrics["tiered_memory.sweep.duration"]
     assert sum(p.count for p in durations) == 2
     tiers = metrics["tiered_memory.memories"]
