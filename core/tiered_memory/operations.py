@@ -122,7 +122,7 @@ class Operations:
 
     def __init__(self, store: MemoryStore, summarizer: Summarizer, policy: Policy) -> None:
         self.store = store
-        self.prices = policy.archival.prices
+        self.prices = policy.archival.prices or {}
         self.metered = MeteredSummarizer(summarizer, self.prices)
         self.persisted = isinstance(store, SupportsOperationsLog)
         self.log: SupportsOperationsLog = store if self.persisted else ProcessLog()  # type: ignore[assignment]

@@ -333,7 +333,8 @@ class ArchivalPolicy(BaseModel):
     )
     claim_lease: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
     # model-id prefix -> USD per million input/output tokens, over `pricing.PRICING`
-    prices: dict[str, ModelPricing] = Field(default_factory=dict)
+    # (None: the table's prices)
+    prices: dict[str, ModelPricing] | None = None
 
 
 class ConsolidationPolicy(BaseModel):
