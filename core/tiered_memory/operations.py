@@ -224,13 +224,15 @@ class Operations:
         return stats
 
     async def _last_sweep(self, ns: str) -> MaintenanceReport | None:
-        """The latest sweep covering `ns`, as `ns` may see it: the quarantined memories
-        and errors of other namespaces are left out (the counts are the whole run's)."""
+        """The latest sweep covering `ns`, as `ns` may see it: the memories (quarantined,
+        force-archived) and errors of other namespaces are left out (the counts are the
+        whole run's)."""
         event = await self.log.last_event(SWEEP, namespaces=[STORE_WIDE, ns])
         if event is None or event.detail is None:
             return None
         report = MaintenanceReport.model_validate_json(event.detail)
         report.quarantined = [q for q in report.quarantined if q.namespace == ns]
+        report.forced_archival = [d for d in report.forced_archival if d.namespace == ns]
         report.errors = [e for e in report.errors if e.startswith(f"{ns}: ")]
         return report
 

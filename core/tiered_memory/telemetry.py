@@ -411,7 +411,7 @@ def swept(report: MaintenanceReport) -> None:
     m = _instruments_in_use()
     if m is None or report.skipped or report.dry_run:
         return
-    m.archived.add(report.count("cold_to_archived"))
+    m.archived.add(report.count("cold_to_archived") + report.count("forced_archived"))
     m.archive_failed.add(report.count("archive_failed"))
     m.quarantined.add(report.count("archive_quarantined"))
     m.sweep_duration.record(report.duration_seconds)

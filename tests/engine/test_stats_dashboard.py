@@ -116,7 +116,7 @@ async def test_object_store_size_and_last_sweep(
     assert (await amem.stats(namespace=NS)).last_sweep.now == clock.now() - timedelta(days=1)
 
 
-async def test_last_sweep_shows_only_its_namespace_quarantine(
+async def test_last_sweep_shows_only_its_namespace_memories(
     memories: MemoryFactory, tmp_path: Path, clock: ManualClock
 ) -> None:
     class Failing(PricedSummarizer):
@@ -147,6 +147,17 @@ async def test_last_sweep_shows_only_its_namespace_quarantine(
             assert stats.last_sweep is not None
             assert [q.namespace for q in stats.last_sweep.quarantined] == [ns]
             assert all(e.startswith(f"{ns}: ") for e in stats.last_sweep.errors)
+
+        # memories archived by age (seed 002's forced archival) are listed per namespace too
+        for ns in ("a", "b"):
+            await amem.add(f"kept a year in {ns}", importance=0.9, namespace=ns)
+        clock.advance(days=400)
+        report = await amem.maintain()
+        assert {d.namespace for d in report.forced_archival} == {"a", "b"}
+        for ns in ("a", "b"):
+            last = (await amem.stats(namespace=ns)).last_sweep
+            assert last is not None
+            assert [d.namespace for d in last.forced_archival] == [ns]
     finally:
         await amem.close()
 
