@@ -268,6 +268,7 @@ class ArchivalPipeline:
                 await self._run(run, singles, now, budget)
             finally:
                 self._count(report, ns, candidates, set(run.archived), run.clusters, now)
+                report.add("archive_failed", run.failed)
                 report.add("archive_quarantined", len(run.quarantined))
         report.quarantined.extend(await self.quarantined(ns))
 

@@ -18,7 +18,7 @@ from os import PathLike
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import lifecycle, validation
+from . import lifecycle, telemetry, validation
 from .archival import ArchivalPipeline
 from .archive import Archiver
 from .associations import Associations, explicit_link
@@ -46,6 +46,7 @@ from .models import (
     Tier,
 )
 from .namespaces import stored_namespace
+from .operations import Operations
 from .plans import search_plan
 from .policy import Policy
 from .ports import (
@@ -113,11 +114,14 @@ class AsyncTieredMemory:
         self.clock: Clock = CheckedClock(clock or SystemClock())
         self.tokens: TokenCounter = tokens or TiktokenCounter()
         self.retriever = Retriever(store, graph, self.policy)
+        # what the summariser spends, sweeps, expansions: the dashboard numbers
+        self.operations = Operations(store, summarizer, self.policy)
+        metered = self.operations.metered
         self.archiver = Archiver(
-            store, graph, objects, summarizer, self.embedder, self.tokens, self.policy
+            store, graph, objects, metered, self.embedder, self.tokens, self.policy
         )
         self.archival = ArchivalPipeline(store, self.archiver, self.policy)
-        self.sweep = Sweep(store, graph, self.archival, summarizer, self.embedder, self.policy)
+        self.sweep = Sweep(store, graph, self.archival, metered, self.embedder, self.policy)
         self.associations = Associations(
             store, graph, self.policy.associations, self.retriever.breaker
         )
@@ -225,6 +229,7 @@ class AsyncTieredMemory:
 
     # -- writing ----------------------------------------------------------------------
 
+    @telemetry.traced("add", telemetry.memory_attributes)
     async def add(
         self,
         content: str,
@@ -295,6 +300,7 @@ class AsyncTieredMemory:
             replace=True,
         )
 
+    @telemetry.traced("add_many", telemetry.memory_attributes)
     async def add_many(
         self,
         items: Sequence[MemoryInput | str | Mapping[str, Any]],
@@ -392,6 +398,9 @@ class AsyncTieredMemory:
         )
 
     async def stats(self, *, namespace: str = DEFAULT_NAMESPACE) -> Stats:
+        """Counts per tier, flags and links, and the seed-001 dashboard numbers: the
+        object store's size, expansions over 30 days, quarantined memories, the last
+        sweep's report, and what the summariser has cost (`Stats`)."""
         ns = self._ns(namespace)
         async with self.store.snapshot():  # the counts of one moment, even mid-sweep
             stats = await self.store.stats(ns)
@@ -401,8 +410,9 @@ class AsyncTieredMemory:
                 stats.links = await self.graph.count_links(ns)
             except Exception as e:
                 log.warning("link count unavailable for %r: %s", ns, e)
-        return stats
+        return await self.operations.complete(stats, self.clock.now())
 
+    @telemetry.traced("search", telemetry.search_attributes)
     async def search(
         self,
         query: str,
@@ -460,6 +470,7 @@ class AsyncTieredMemory:
             )
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
+    @telemetry.traced("recall", telemetry.injection_attributes)
     async def recall(
         self,
         query: str,
@@ -526,6 +537,7 @@ class AsyncTieredMemory:
         )
         if record_use and injection.items:
             await self._record_use(ns, injection.items)
+        telemetry.recalled(injection)
         return injection
 
     async def record_use(self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE) -> int:
@@ -646,6 +658,7 @@ class AsyncTieredMemory:
             await self.objects.delete(ns, key)
         await self.graph.clear(ns)
         await self.store.clear(ns)
+        self.operations.cleared(ns)
 
     async def restore(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> Memory:
         """Undo a soft delete; for an archived memory, bring it back to WARM from its
@@ -653,7 +666,8 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         validation.check_id(id)
         if await self.store.get_archives(ns, [id]):
-            await self.archiver.restore(ns, [id], now=self.clock.now())
+            restored = await self.archiver.restore(ns, [id], now=self.clock.now())
+            await self.operations.restored(ns, restored, self.clock.now())
         return await self._patch(
             ns, id, MemoryPatch(do_not_inject=False, updated_at=self.clock.now())
         )
@@ -717,6 +731,7 @@ class AsyncTieredMemory:
 
     # -- life cycle and archive ---------------------------------------------------------
 
+    @telemetry.traced("maintain", telemetry.report_attributes)
     async def maintain(
         self,
         *,
@@ -738,10 +753,13 @@ class AsyncTieredMemory:
         if not self._sweep_lock.try_acquire():
             return MaintenanceReport(now=when, dry_run=dry_run, skipped=True)
         try:
-            return await self.sweep.run(when, dry_run=dry_run, namespace=ns)
+            spent = self.operations.metered.spent
+            report = await self.sweep.run(when, dry_run=dry_run, namespace=ns)
+            return await self.operations.swept(report, spent, ns)  # its cost; the log
         finally:
             self._sweep_lock.release()
 
+    @telemetry.traced("archive", telemetry.count_attribute("archived"))
     async def archive(
         self, ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, reason: str = "manual"
     ) -> int:
@@ -755,7 +773,18 @@ class AsyncTieredMemory:
         limits = self.policy.limits
         validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")
         memories = await self._archivable(ns, ids)
-        return await self.archival.archive(ns, memories, now=self.clock.now(), reason=reason)
+        spent = self.operations.metered.spent
+        try:
+            archived = await self.archival.archive(
+                ns, memories, now=self.clock.now(), reason=reason
+            )
+        except Exception:
+            telemetry.archived(0, failed=1)
+            raise
+        finally:
+            await self.operations.summarized(spent, self.clock.now())
+        telemetry.archived(archived)
+        return archived
 
     async def quarantined(
         self, *, namespace: str = DEFAULT_NAMESPACE
@@ -764,12 +793,15 @@ class AsyncTieredMemory:
         error of each; `archive([id])` releases one and tries it again."""
         return await self.archival.quarantined(self._ns(namespace))
 
+    @telemetry.traced("expand")
     async def expand(self, id: str, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
         """The full original of an archived memory, read back from object storage and
         verified. Three expansions within 30 days restore the memory to WARM."""
         ns = self._ns(namespace)
         validation.check_id(id)
-        document, _ = await self.archiver.expand(ns, id, now=self.clock.now())
+        document, restored = await self.archiver.expand(ns, id, now=self.clock.now())
+        await self.operations.expanded(ns, restored, self.clock.now())
+        telemetry.annotate({"tiered_memory.restored": restored})
         return document
 
     async def restore_archive(
@@ -780,8 +812,11 @@ class AsyncTieredMemory:
         ns = self._ns(namespace)
         now = self.clock.now()
         if ids is not None:
-            return await self.archiver.restore(ns, validation.check_ids(ids), now=now)
-        return await self.archiver.restore_all(ns, now=now)
+            restored = await self.archiver.restore(ns, validation.check_ids(ids), now=now)
+        else:
+            restored = await self.archiver.restore_all(ns, now=now)
+        await self.operations.restored(ns, restored, now)
+        return restored
 
     def runner(
         self,
@@ -961,7 +996,7 @@ class AsyncTieredMemory:
             candidates = await self.archival.unused_since(ns, before)
         else:
             candidates = [c.memory for c in await self.archival.candidates(ns, now)]
-        estimate = await self.archiver.estimate(ns, candidates, now)
+        estimate = self.operations.priced(await self.archiver.estimate(ns, candidates, now))
         return ArchivePreview(candidates=candidates, estimate=estimate)
 
     async def _archivable(self, ns: str, ids: Sequence[str]) -> builtins.list[Memory]:

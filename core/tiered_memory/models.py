@@ -288,7 +288,27 @@ class TierStats(BaseModel):
     bytes: int = 0
 
 
+class SummarizerTotals(BaseModel):
+    """What the summariser has cost: calls, tokens, and US dollars at the price table's
+    rates (`tiered_memory.pricing`)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
 class Stats(BaseModel):
+    """Counts of one namespace, and the seed-001 dashboard numbers.
+
+    `object_store_bytes`: the bytes of the namespace's archived originals.
+    `expansions_30d`: expansions of its archived memories in the last 30 days, and
+    `expansion_rate_30d` those per archived memory (a rate that climbs means archival
+    takes memories still needed). `last_sweep`: the report of the latest sweep that
+    covered the namespace. `summarizer`: the summariser's spending, store-wide (one
+    sweep archives every namespace). `history_persisted`: False when the store keeps
+    no operations log, so the last three are this process's only."""
+
     namespace: str
     tiers: dict[Tier, TierStats]
     pinned: int = 0
@@ -296,6 +316,12 @@ class Stats(BaseModel):
     forgotten: int = 0
     links: int = 0
     quarantined: int = 0  # COLD memories archival has set aside (see QuarantinedMemory)
+    object_store_bytes: int | None = None
+    expansions_30d: int = 0
+    expansion_rate_30d: float = 0.0
+    last_sweep: MaintenanceReport | None = None
+    summarizer: SummarizerTotals = Field(default_factory=SummarizerTotals)
+    history_persisted: bool = True
 
     @property
     def total(self) -> int:
@@ -325,6 +351,7 @@ class ArchiveEstimate(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     bytes: int = 0
+    cost_usd: float = 0.0  # the tokens at the summariser's price (`tiered_memory.pricing`)
 
 
 class ArchivePreview(BaseModel):
@@ -378,6 +405,7 @@ class MaintenanceReport(BaseModel):
     forced_archival: list[ArchiveDue] = Field(default_factory=list)
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
+    summarizer_cost_usd: float = 0.0  # what this run's summaries cost
     duration_seconds: float = 0.0
 
     def count(self, transition: str) -> int:
@@ -386,3 +414,6 @@ class MaintenanceReport(BaseModel):
     def add(self, transition: str, n: int) -> None:
         if n:
             self.moved[transition] = self.moved.get(transition, 0) + n
+
+
+Stats.model_rebuild()  # `last_sweep` names MaintenanceReport, defined after it

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .models import MemoryType, Tier
+from .pricing import ModelPricing
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -331,6 +332,9 @@ class ArchivalPolicy(BaseModel):
         default=3, ge=1, description="counted failures before a memory is set aside"
     )
     claim_lease: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
+    # model-id prefix -> USD per million input/output tokens, over `pricing.PRICING`
+    # (None: the table's prices)
+    prices: dict[str, ModelPricing] | None = None
 
 
 class ConsolidationPolicy(BaseModel):

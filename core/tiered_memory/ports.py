@@ -551,6 +551,52 @@ class SupportsDeferredSync(Protocol):
 
 
 @dataclass(frozen=True)
+class OperationEvent:
+    """One operation the dashboard numbers are computed from (`tiered_memory.operations`):
+    a sweep (`detail`: its report as JSON), an expansion, a restore, or summariser
+    spending. Never memory content. `namespace` "" is the whole store (a sweep of every
+    namespace, the summariser's spending)."""
+
+    kind: str
+    namespace: str
+    at: datetime
+    count: int = 1
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class EventTotals:
+    """Sums over the events of one kind (`SupportsOperationsLog.event_totals`)."""
+
+    events: int = 0
+    count: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@runtime_checkable
+class SupportsOperationsLog(Protocol):
+    """A store that keeps the operations log with its data (the embedded one, in a
+    table of its file), so stats() reads the last sweep, the expansions of the last 30
+    days and the summariser's spending after a restart; others keep them per process."""
+
+    async def record_events(self, events: Sequence[OperationEvent]) -> None: ...
+
+    async def event_totals(
+        self, kind: str, *, namespace: str | None = None, since: datetime | None = None
+    ) -> EventTotals:
+        """Sums over the events of `kind` (of `namespace` only when given, at or after
+        `since` when given)."""
+
+    async def last_event(self, kind: str, *, namespaces: Sequence[str]) -> OperationEvent | None:
+        """The latest event of `kind` among `namespaces`."""
+
+
+@dataclass(frozen=True)
 class SummaryRequest:
     content: str
     memory_type: MemoryType = MemoryType.EPISODIC

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from . import telemetry
 from .config import ObjectSettings, StoreSettings, TieredMemorySettings
 from .errors import (
     BackendUnavailableError,
@@ -40,6 +41,7 @@ from .errors import (
 from .locks import FileLock, ProcessLock, SweepLock
 from .policy import Policy
 from .ports import AssociationGraph, Embedder, MemoryStore, ObjectStore, Summarizer
+from .telemetry import traced_port
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,9 @@ async def open_stack(
     lock: SweepLock = (
         FileLock(sweep_lock_file(wiring.db_path)) if wiring.db_path is not None else ProcessLock()
     )
+    if telemetry.tracing():  # every backend call in a span (`telemetry.TracedPort`)
+        store, graph = traced_port(store, "store"), traced_port(graph, "graph")
+        objects, summ = traced_port(objects, "objects"), traced_port(summ, "summarizer")
     return Stack(store, graph, objects, summ, emb, lock)
 
 

@@ -68,6 +68,7 @@ from .rendering import (
     report_json,
     safe,
     tier_label,
+    usd,
 )
 
 T = TypeVar("T")
@@ -690,7 +691,8 @@ def archive(
     est = result["estimate"]
     out.print(
         f"cost: {est['summarizer_calls']} summariser call(s), ~{est['input_tokens']} input + "
-        f"~{est['output_tokens']} output tokens, {est['bytes']} bytes of originals"
+        f"~{est['output_tokens']} output tokens, {est['bytes']} bytes of originals, "
+        f"~{usd(est['cost_usd'])}"
     )
 
 

@@ -324,7 +324,30 @@ def print_stats(s: Stats, quarantined: Sequence[QuarantinedMemory], console: Con
         f"pinned {s.pinned}  core {s.core}  forgotten {s.forgotten}  links {s.links}  "
         f"quarantined {s.quarantined}"
     )
+    spent = s.summarizer
+    console.print(
+        f"object store {s.object_store_bytes or 0} bytes  expansions (30 d) {s.expansions_30d} "
+        f"({s.expansion_rate_30d:.1%} of archived)  summariser {spent.calls} call(s), "
+        f"{spent.input_tokens} + {spent.output_tokens} tokens, {usd(spent.cost_usd)}"
+    )
+    last = s.last_sweep
+    if last is None:
+        console.print("last sweep: none recorded")
+    else:
+        moved = ", ".join(f"{name} {n}" for name, n in sorted(last.moved.items())) or "nothing due"
+        console.print(
+            f"last sweep {last.now.isoformat(timespec='seconds')}: {moved}; "
+            f"{len(last.errors)} error(s), {last.duration_seconds:.2f} s, "
+            f"cost {usd(last.summarizer_cost_usd)}"
+        )
+    if not s.history_persisted:
+        console.print("[dim](expansions, last sweep and spending: this process's only)[/]")
     print_quarantined(quarantined, console)
+
+
+def usd(amount: float) -> str:
+    """Money as people read it: cents for what costs cents, more digits for less."""
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.6f}"
 
 
 def print_quarantined(quarantined: Sequence[QuarantinedMemory], console: Console = out) -> None:
@@ -414,8 +437,10 @@ def print_report(report: MaintenanceReport, console: Console = out) -> None:
         console.print(
             f"archiving would cost {est.summarizer_calls} summariser call(s), "
             f"~{est.input_tokens} input + ~{est.output_tokens} output tokens, "
-            f"{est.bytes} bytes of originals"
+            f"{est.bytes} bytes of originals, ~{usd(est.cost_usd)}"
         )
+    if not report.dry_run and report.summarizer_cost_usd:
+        console.print(f"summaries cost {usd(report.summarizer_cost_usd)}")
     for e in report.errors:
         console.print(f"[red]{safe(e)}[/]")
     print_quarantined(report.quarantined, console)

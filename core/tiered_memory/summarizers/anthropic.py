@@ -32,12 +32,15 @@ from tiered_memory.errors import (
 from tiered_memory.policy import ArchivalPolicy
 from tiered_memory.ports import Summarizer, Summary, SummaryRequest, TokenCounter
 
+# the price table is kept in one place for every user of it (re-exported here)
+from tiered_memory.pricing import DEFAULT_CLAUDE_MODEL, PRICING, ModelPricing, pricing_for
+
 if TYPE_CHECKING:
     import anthropic
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "claude-haiku-4-5"
+DEFAULT_MODEL = DEFAULT_CLAUDE_MODEL
 
 # The seed-001 prompt, word for word: the archive was sized and priced around it.
 SYSTEM_PROMPT = (
@@ -50,35 +53,6 @@ SYSTEM_PROMPT = (
 # Seed 001's per-memory averages, used to estimate cost before any call was made.
 TYPICAL_INPUT_TOKENS = 430
 TYPICAL_OUTPUT_TOKENS = 80
-
-
-@dataclass(frozen=True)
-class ModelPricing:
-    """US dollars per million tokens. Prices change: pass your own when they do."""
-
-    input_usd_per_million: float
-    output_usd_per_million: float
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (
-            input_tokens * self.input_usd_per_million + output_tokens * self.output_usd_per_million
-        ) / 1_000_000
-
-
-# List prices at the time of writing, matched by model-id prefix (longest first).
-PRICING: dict[str, ModelPricing] = {
-    "claude-haiku-4-5": ModelPricing(1.00, 5.00),
-    "claude-3-5-haiku": ModelPricing(0.80, 4.00),
-    "claude-3-haiku": ModelPricing(0.25, 1.25),
-}
-
-
-def pricing_for(model: str) -> ModelPricing:
-    """The list price of `model`; unknown models are priced as Claude Haiku 4.5."""
-    for prefix in sorted(PRICING, key=len, reverse=True):
-        if model.startswith(prefix):
-            return PRICING[prefix]
-    return PRICING[DEFAULT_MODEL]
 
 
 @dataclass(frozen=True)

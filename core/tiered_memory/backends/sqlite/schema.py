@@ -9,6 +9,7 @@ runs them all.
 from __future__ import annotations
 
 from . import lexicon
+from .events import EVENTS, EVENTS_INDEX
 
 # One compact row per archived memory (layout and encodings: `archive_rows`). WITHOUT
 # ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
@@ -156,4 +157,7 @@ STATEMENTS = [
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
     *ARCHIVAL,
+    # The operations log behind stats()'s dashboard numbers (`events`).
+    EVENTS,
+    EVENTS_INDEX,
 ]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -41,13 +42,16 @@ from tiered_memory.errors import ValidationError
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, Stats, Tier, TierStats
 from tiered_memory.policy import TierPolicy
 from tiered_memory.ports import (
+    EventTotals,
     Matrix,
+    OperationEvent,
     ScoredMemory,
     SearchFilter,
     Vector,
 )
 from tiered_memory.validation import check_k, check_namespace
 
+from . import events
 from .archival import ArchivalJournal
 from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
@@ -319,7 +323,8 @@ class SQLiteMemoryStore:
                 "SELECT count(*), sum(length(CAST(summary AS BLOB)) "
                 "+ coalesce(length(summary_code), 0) + length(checksum) "
                 "+ coalesce(length(CAST(metadata AS BLOB)), 0) "
-                "+ coalesce(length(CAST(links AS BLOB)), 0)) FROM archives WHERE namespace = ?",
+                "+ coalesce(length(CAST(links AS BLOB)), 0)), sum(size_bytes) "
+                "FROM archives WHERE namespace = ?",
                 (ns,),
             ).fetchone()
         pinned = core = forgotten = 0
@@ -329,7 +334,33 @@ class SQLiteMemoryStore:
             core += row[4] or 0
             forgotten += row[5] or 0
         tiers[Tier.ARCHIVED] = TierStats(count=archived[0], bytes=archived[1] or 0)
-        return Stats(namespace=ns, tiers=tiers, pinned=pinned, core=core, forgotten=forgotten)
+        return Stats(
+            namespace=ns,
+            tiers=tiers,
+            pinned=pinned,
+            core=core,
+            forgotten=forgotten,
+            object_store_bytes=archived[2] or 0,
+        )
+
+    # -- the operations log (ports.SupportsOperationsLog) ----------------------------------
+
+    async def record_events(self, records: Sequence[OperationEvent]) -> None:
+        await self._db.gate()
+        with self._db.write() as conn:
+            events.record(conn, records)
+
+    async def event_totals(
+        self, kind: str, *, namespace: str | None = None, since: datetime | None = None
+    ) -> EventTotals:
+        await self._db.gate()
+        with self._db.read() as conn:
+            return events.totals(conn, kind, namespace, since)
+
+    async def last_event(self, kind: str, *, namespaces: Sequence[str]) -> OperationEvent | None:
+        await self._db.gate()
+        with self._db.read() as conn:
+            return events.last(conn, kind, namespaces)
 
     async def namespaces(self) -> list[str]:
         await self._db.gate()
@@ -371,11 +402,13 @@ class SQLiteMemoryStore:
                 conn.execute("DELETE FROM archival")  # likewise
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
+                events.clear(conn, None)
                 self._vectors.forget()
                 return
             ns = check_namespace(namespace)
             conn.execute("DELETE FROM memories WHERE namespace = ?", (ns,))
             conn.execute("DELETE FROM archives WHERE namespace = ?", (ns,))
+            events.clear(conn, ns)
             self._vectors.forget_dimension_if_empty(conn)
             self._vectors.forget(ns)
 
