@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,10 @@ from tiered_memory.cli import app
 from tiered_memory.cli import commands as cli_commands
 from tiered_memory.cli.demo import player as demo_player
 
-PAST = datetime(2024, 1, 1, tzinfo=timezone.utc)
+# Old enough for every tier rule, younger than a year so that the forced archival of
+# memories over `TierPolicy.force_archive_age` (365 days) does not take them all; relative
+# to the wall clock, which the CLI runs on, so the fixture does not age.
+PAST = datetime.now(timezone.utc) - timedelta(days=300)
 
 # The engine's parts: what the command line must not reach into (it calls methods).
 ENGINE_PARTS = frozenset(

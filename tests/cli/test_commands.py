@@ -147,7 +147,7 @@ def test_explain_with_and_without_query(cli: Cli, seeded: Seeded) -> None:
     decay = cli.json("explain", metric)
     assert decay["query"] is None
     assert decay["terms"]["relevance"] == 0
-    assert 0 < decay["terms"]["retention"] < 1  # made two years ago, never used
+    assert 0 < decay["terms"]["retention"] < 1  # made 300 days ago, never used
     scored = cli.json("explain", metric, "--query", "metric units")
     assert scored["terms"]["relevance"] > 0
     assert "score = tier_factor" in scored["formula"]
@@ -175,7 +175,7 @@ def test_maintain_dry_run_then_sweep(cli: Cli, seeded: Seeded) -> None:
     assert all(m["tier"] == "hot" for m in cli.json("list"))
     report = cli.json("maintain")
     assert report["moved"]["hot_to_cold"] == 1
-    assert report["moved"]["cold_to_archived"] == 1  # two years old and unimportant
+    assert report["moved"]["cold_to_archived"] == 1  # 300 days old and unimportant
     tiers = {m["id"]: m["tier"] for m in cli.json("list")}
     assert tiers[seeded.ids["peanuts"]] == "warm"  # pinned: never sent COLD
     assert tiers[seeded.ids["ava"]] == "cold"  # kept from HOT, then unused for 60 days
