@@ -484,9 +484,9 @@ class VectorTable:
             return []
         q, dim = prepared
         if not filters.exact and ARCHIVE_KEY not in parts:
-            index = self.ann(conn, ns, dim)
-            if index is not None:
-                found = self._ann_best(conn, ns, index, parts, q, k, filters)
+            approximate = self.ann(conn, ns, dim)
+            if approximate is not None:
+                found = self._ann_best(conn, ns, approximate, parts, q, k, filters)
                 if found is not None:
                     return found
         self.sync(conn)
