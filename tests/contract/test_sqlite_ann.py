@@ -260,3 +260,24 @@ async def test_filters_that_few_candidates_pass_fall_back_to_a_scan(tmp_path: Pa
         await _same_as_scan(store, ids=frozenset({"m00007", "m00100"}))
     finally:
         await store.close()
+
+
+async def test_rows_taking_pks_freed_before_the_index_was_built_are_found(
+    tmp_path: Path,
+) -> None:
+    """pks 98 and 99 are freed before the build, the top (100) after it: new rows take
+    98, 99 and 100 again, below the top the index was built with."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(100))  # pks 1..100
+        await store.delete_many(NS, ["m00097", "m00098"])
+        await _search(store, _queries()[0])  # built, top 100
+        await store.delete_many(NS, ["m00099"])
+        fresh = _memories(3, start=500, seed=21)
+        await store.put_many(NS, fresh)  # pks 98, 99, 100
+        for memory in fresh:
+            assert memory.embedding is not None
+            vector = np.asarray(memory.embedding, dtype=np.float32)
+            assert (await _search(store, vector, k=1))[0][0] == memory.id
+    finally:
+        await store.close()

@@ -14,11 +14,12 @@ Staying consistent with the file, whoever wrote it (this connection, another pro
 transaction rolled back, a crash between a commit and a save), without trusting any
 in-memory event: every deletion of a vector is logged by a trigger (`SCHEMA`,
 `vector_deletes`), and an index remembers the last log entry it applied (`seq`) and its
-largest key (`top`). A row inserted since has a pk above `top` or reuses a logged one
-(SQLite gives a new row max(pk)+1, and `top` still exists unless it was logged), so the
-catch-up is: remove the logged pks, then add the namespace's rows with pk > top or in
-the log. Nothing changes for a pk except by deleting it, which the log records. Checking
-whether there is anything to catch up is two O(1) reads per search.
+largest key (`top`). The catch-up removes the pks logged since `seq`; the largest key
+left then still exists in the file (it was not deleted since), and SQLite gives a new
+row max(pk)+1, so every row inserted since, including one that took a deleted pk again,
+has a pk above it: the catch-up adds the namespace's rows above it. Nothing changes for
+a pk except by deleting it, which the log records. Checking whether there is anything
+to catch up is two O(1) reads per search.
 
 Persistence: the index is saved as `<digest>.<seq>.<top>.usearch` in the folder
 `<database>.ann`; the state it holds is in its name, so a file is never paired with the
@@ -174,23 +175,14 @@ class AnnIndex:
             ),
             dtype=np.uint64,
         )
-        old_top = self.top
         if deleted.size:
             self.remove(deleted[np.asarray(self._index.contains(deleted), dtype=np.bool_)])
-        # `+m.namespace`: a range scan of the rowids above `top`, not of the namespace.
-        added = self._add_rows(conn, "m.pk > ?", (ns, old_top))
-        if deleted.size:  # deleted pks a new row took again
-            reused = deleted[deleted <= np.uint64(old_top)]
-            if reused.size:
-                added += self._add_rows(
-                    conn,
-                    "m.pk IN (SELECT value FROM json_each(?))",
-                    (ns, "[" + ",".join(map(str, reused.tolist())) + "]"),
-                )
-            if self.top == old_top and np.any(deleted == np.uint64(old_top)):
-                # `top` must exist in the file (module docstring): the largest key left
+            if np.any(deleted == np.uint64(self.top)):
+                # `top` must be a key that still exists (module docstring): the largest left
                 keys = np.asarray(self._index.keys, dtype=np.uint64)
                 self.top = int(keys.max()) if keys.size else 0
+        # `+m.namespace`: a range scan of the rowids above `top`, not of the namespace.
+        added = self._add_rows(conn, "m.pk > ?", (ns, self.top))
         self.seq, self.seen = state[0], state
         self.changed = self.changed or added > 0 or deleted.size > 0
         return added
