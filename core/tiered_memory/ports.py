@@ -60,6 +60,9 @@ class SearchFilter:
     memory_types: frozenset[MemoryType] | None = None
     metadata: tuple[MetadataFilter, ...] = ()
     ids: frozenset[str] | None = None  # restrict to these ids
+    # Score every vector instead of asking an approximate index (the embedded store's
+    # HNSW for namespaces above `ANN_MIN_ROWS`): slower, the exact top k.
+    exact: bool = False
 
 
 @dataclass(frozen=True)

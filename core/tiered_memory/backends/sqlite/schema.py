@@ -8,7 +8,7 @@ runs them all.
 
 from __future__ import annotations
 
-from . import lexicon
+from . import ann, lexicon
 from .events import EVENTS, EVENTS_INDEX
 
 # One compact row per archived memory (layout and encodings: `archive_rows`). WITHOUT
@@ -160,4 +160,6 @@ STATEMENTS = [
     # The operations log behind stats()'s dashboard numbers (`events`).
     EVENTS,
     EVENTS_INDEX,
+    # The log of deleted vectors the approximate indexes catch up from (`ann`).
+    *ann.SCHEMA,
 ]

@@ -8,7 +8,8 @@ The store is built from parts that share the file's one connection (`database`),
 owning one concern of the port:
 
 - `vector_table.VectorTable`: the recorded dimension and the in-memory matrices every
-  vector search reads (exact brute-force cosine), kept in step with the writes;
+  vector search reads (exact brute-force cosine), kept in step with the writes, and
+  the HNSW index of each namespace above `ann_min_rows` (`ann`);
 - `memories.MemoryTable`: the live memories, their writes, uses and tier moves;
 - `archives.ArchiveTable`: the archive records, and the moves between them and the
   live memories;
@@ -52,6 +53,7 @@ from tiered_memory.ports import (
 from tiered_memory.validation import check_k, check_namespace
 
 from . import events
+from .ann import ANN_MIN_ROWS
 from .archival import ArchivalJournal
 from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
@@ -75,10 +77,11 @@ class SQLiteMemoryStore:
         use_days_kept: int = TierPolicy().use_days_kept,
         cache_rows: int = DEFAULT_CACHE_ROWS,
         lexical_rows: int = DEFAULT_LEXICAL_ROWS,
+        ann_min_rows: int | None = ANN_MIN_ROWS,
     ) -> None:
         self._db = database
         self._owns_database = owns_database
-        self._vectors = VectorTable(database, cache_rows=cache_rows)
+        self._vectors = VectorTable(database, cache_rows=cache_rows, ann_min_rows=ann_min_rows)
         self._memories = MemoryTable(database, self._vectors, use_days_kept=use_days_kept)
         self._archives = ArchiveTable(database, self._vectors, self._memories)
         self._lexical = LexicalSearch(database, rows=lexical_rows)
@@ -121,6 +124,7 @@ class SQLiteMemoryStore:
         cache_rows: int = DEFAULT_CACHE_ROWS,
         lexical_rows: int = DEFAULT_LEXICAL_ROWS,
         dimension: int | None = None,
+        ann_min_rows: int | None = ANN_MIN_ROWS,
     ) -> SQLiteMemoryStore:
         """Open or create the file (schema included); `close()` closes it again.
 
@@ -131,7 +135,9 @@ class SQLiteMemoryStore:
         `verify=False` skips the integrity check that reads the whole file at open.
         `cache_rows` bounds the vectors kept in memory (about 1.5 KB each at 384-d).
         `lexical_rows` bounds the texts one lexical search scores with BM25
-        (`LexicalSearch.terms`).
+        (`LexicalSearch.terms`). A namespace holding `ann_min_rows` memories or more is
+        searched through an HNSW index saved in the folder `<path>.ann` (`ann`; None:
+        always exact; one search can ask `SearchFilter(exact=True)`).
         """
         database = await SQLiteDatabase.open(path, verify=verify, busy_timeout=busy_timeout)
         store = cls(
@@ -140,6 +146,7 @@ class SQLiteMemoryStore:
             use_days_kept=use_days_kept,
             cache_rows=cache_rows,
             lexical_rows=lexical_rows,
+            ann_min_rows=ann_min_rows,
         )
         if dimension is not None:
             try:
@@ -403,17 +410,18 @@ class SQLiteMemoryStore:
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 events.clear(conn, None)
-                self._vectors.forget()
+                self._vectors.cleared()
                 return
             ns = check_namespace(namespace)
             conn.execute("DELETE FROM memories WHERE namespace = ?", (ns,))
             conn.execute("DELETE FROM archives WHERE namespace = ?", (ns,))
             events.clear(conn, ns)
             self._vectors.forget_dimension_if_empty(conn)
-            self._vectors.forget(ns)
+            self._vectors.cleared(ns)
 
     async def close(self) -> None:
-        """Closes the file when this store opened it (`open()`); the graph never does."""
-        self._vectors.forget()
+        """Closes the file when this store opened it (`open()`); the graph never does.
+        The approximate indexes that changed are saved first (`VectorTable.close`)."""
+        self._vectors.close()
         if self._owns_database:
             await self._db.close()

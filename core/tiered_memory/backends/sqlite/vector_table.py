@@ -9,24 +9,38 @@ that one matrix product scores. It is updated in place by this store's writes
 undid cached writes, and when `PRAGMA data_version` shows another connection or process
 wrote to the file. The cheap filters are masks over the flags cached beside the rows;
 metadata filters run in SQL on growing batches of the best-scoring rows.
+
+A namespace with `ann_min_rows` live vectors or more is searched through its HNSW
+index instead (`ann`): the index proposes candidates, one SQL query over them applies
+the tiers and filters and reads their float32 embeddings, and the candidates are
+re-scored exactly, so scores are exact and only the candidate set is approximate
+(recall@10 >= 0.98 against a scan). A search that finds too few candidates passing its
+filters, or asks `SearchFilter(exact=True)`, scans the cached matrices of the tiers it
+wants as below. Such a namespace's tiers are then never loaded as float32 matrices
+unless a search needs a scan: its vectors stay in the index as float16.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tiered_memory.errors import ConfigurationError, DimensionMismatchError
 from tiered_memory.models import LIVE_TIERS, MemoryType, Tier
 from tiered_memory.ports import Matrix, SearchFilter, Vector
 
+from . import ann
+from .ann import ANN_MIN_ROWS, AnnIndex
 from .archive_rows import code_rows
 from .codes import CalibratedIndex
 from .database import SQLiteDatabase
-from .sql import IN_JSON, json_list, metadata_sql
+from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
 from .vectors import (
     FORGOTTEN,
     PINNED,
@@ -41,6 +55,8 @@ from .vectors import (
     unit_rows,
 )
 
+log = logging.getLogger(__name__)
+
 ARCHIVE_KEY = "archived"  # the cache partition of a namespace's archive records
 DEFAULT_CACHE_ROWS = 2_000_000
 # A move of more rows than this moves cached rows between partitions in bulk, or drops
@@ -49,6 +65,10 @@ DEFAULT_CACHE_ROWS = 2_000_000
 BULK_MOVE_ROWS = 2000
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the scores)
+# An approximate search asks the index for 2k (at least k + 32) candidates, then 4x more
+# while too few pass the filters, up to this many; beyond it the tiers are scanned.
+_ANN_EXTRA = 32
+_ANN_MAX_FETCH = 4096
 # Each memory joined to its vector: memories without one are left out.
 _CACHE_COLUMNS = (
     "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
@@ -97,11 +117,24 @@ class VectorTable:
     """The dimension and the vector cache of one open file; every method runs on a
     connection its caller holds (`SQLiteDatabase.read`/`write`)."""
 
-    def __init__(self, database: SQLiteDatabase, *, cache_rows: int = DEFAULT_CACHE_ROWS) -> None:
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        *,
+        cache_rows: int = DEFAULT_CACHE_ROWS,
+        ann_min_rows: int | None = ANN_MIN_ROWS,
+    ) -> None:
         self._db = database
         self.cache = VectorCache(cache_rows)
         self._data_version: int | None = None
         self._dirty = False  # the cache holds writes not yet committed
+        # The approximate indexes (`ann`): None turns them off (every search scans).
+        self.ann_min_rows = ann_min_rows
+        self._anns: dict[str, AnnIndex] = {}
+        self._small: dict[str, tuple[int, int]] = {}  # ns -> `log_state` it was counted at
+        self._ann_dirty = False  # an index caught up inside a transaction
+        self._warned_missing = False
+        self._folder = None if database.path == ":memory:" else Path(f"{database.path}.ann")
         database.on_rollback(self._rolled_back)
         database.on_commit(self._committed)
 
@@ -111,9 +144,13 @@ class VectorTable:
         if self._dirty:
             self.cache.clear()
             self._dirty = False
+        if self._ann_dirty:  # it may hold rows that never existed: reload from its file
+            self._anns.clear()
+            self._ann_dirty = False
 
     def _committed(self) -> None:
         self._dirty = False
+        self._ann_dirty = False
 
     # -- the dimension ---------------------------------------------------------------
 
@@ -307,6 +344,126 @@ class VectorTable:
         else:
             self.cache.drop(key for key in self.cache if key[0] == namespace)
 
+    def cleared(self, namespace: str | None = None) -> None:
+        """After `clear`: nothing cached or saved of `namespace` (every one with None)
+        may outlive its rows."""
+        self.forget(namespace)
+        if namespace is None:
+            self._anns.clear()
+            self._small.clear()
+        else:
+            self._anns.pop(namespace, None)
+            self._small.pop(namespace, None)
+        if self._folder is not None:
+            ann.remove_files(self._folder, None if namespace is None else ann.digest_of(namespace))
+
+    def close(self) -> None:
+        """Save the approximate indexes that changed since their file (a crash instead
+        leaves the older file, which the next search catches up), then drop everything."""
+        if self._folder is not None and not self._ann_dirty:
+            for ns, index in self._anns.items():
+                if index.changed:
+                    try:
+                        index.save(self._folder, ann.digest_of(ns))
+                    except OSError as e:  # a read-only folder: the next open catches up
+                        log.warning("tiered-memory: could not save the vector index: %s", e)
+        self._anns.clear()
+        self._small.clear()
+        self.forget()
+
+    # -- the approximate indexes -------------------------------------------------------
+
+    def ann(self, conn: sqlite3.Connection, ns: str, dim: int) -> AnnIndex | None:
+        """The HNSW index of `ns`, caught up with the file; None while `ns` holds fewer
+        than `ann_min_rows` memories (or the index is off or not installed)."""
+        if self.ann_min_rows is None:
+            return None
+        state = ann.log_state(conn)
+        index = self._anns.get(ns)
+        if index is None:
+            if self._small.get(ns) == state:
+                return None
+            count = conn.execute(
+                "SELECT count(*) FROM memories WHERE namespace = ?", (ns,)
+            ).fetchone()[0]
+            if count < self.ann_min_rows:
+                self._small[ns] = state
+                return None
+            if not ann.available():
+                if not self._warned_missing:
+                    log.warning(
+                        "tiered-memory: namespace %r holds %d memories and is searched "
+                        "exactly; pip install 'tiered-memory[ann]' for the HNSW index",
+                        ns,
+                        count,
+                    )
+                    self._warned_missing = True
+                self._small[ns] = state
+                return None
+            index = None
+            if self._folder is not None:
+                index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state[0])
+            if index is None:
+                log.info("tiered-memory: building the vector index of %r (%d rows)", ns, count)
+                index = AnnIndex.empty(dim)
+            self._anns[ns] = index
+            self._small.pop(ns, None)
+        index.catch_up(conn, ns, state)
+        if conn.in_transaction:
+            self._ann_dirty = True
+        elif self._folder is not None and index.wants_save():
+            try:
+                index.save(self._folder, ann.digest_of(ns))
+            except OSError as e:
+                log.warning("tiered-memory: could not save the vector index: %s", e)
+        return index
+
+    def _candidates(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        keys: npt.NDArray[np.uint64],
+        parts: Sequence[str],
+        filters: SearchFilter,
+    ) -> tuple[list[int], list[str], Matrix]:
+        """The (pk, id, unit float32 row) of the candidates `keys` that are still in `ns`
+        and pass the tiers and `filters`, read from the file."""
+        clauses, params = search_filter_sql(filters)
+        where = "".join(f" AND {c}" for c in clauses)
+        # `+`: look the candidates up by pk, not through an index of the namespace
+        rows = conn.execute(
+            f"SELECT m.pk, m.id, v.embedding FROM {_CACHE_FROM} "
+            f"WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ? "
+            f"AND +m.tier IN (SELECT value FROM json_each(?)){where}",
+            ("[" + ",".join(map(str, keys.tolist())) + "]", ns, json_list(parts), *params),
+        ).fetchall()
+        if not rows:
+            return [], [], np.zeros((0, 1), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        return [r[0] for r in rows], [r[1] for r in rows], unit_rows(matrix.astype(np.float32))
+
+    def _ann_best(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        index: AnnIndex,
+        parts: Sequence[str],
+        q: Vector,
+        k: int,
+        filters: SearchFilter,
+    ) -> list[tuple[str, float]] | None:
+        """The k best through the index, re-scored exactly; None when too few of the
+        candidates it gives pass the filters (the caller scans)."""
+        fetch = max(2 * k, k + _ANN_EXTRA)
+        while True:
+            keys = index.search(q, fetch)
+            _, ids, rows = self._candidates(conn, ns, keys, parts, filters)
+            if len(ids) >= k or keys.size < fetch:
+                return _ranked(ids, rows @ q if ids else [], k)
+            if fetch >= _ANN_MAX_FETCH or fetch >= index.size:
+                return None
+            fetch = min(fetch * 4, _ANN_MAX_FETCH)
+
     # -- searching ---------------------------------------------------------------------
 
     def best(
@@ -326,6 +483,12 @@ class VectorTable:
         if prepared is None or not parts:
             return []
         q, dim = prepared
+        if not filters.exact and ARCHIVE_KEY not in parts:
+            approximate = self.ann(conn, ns, dim)
+            if approximate is not None:
+                found = self._ann_best(conn, ns, approximate, parts, q, k, filters)
+                if found is not None:
+                    return found
         self.sync(conn)
         best: list[tuple[str, float]] = []
         for part in parts:
@@ -359,6 +522,14 @@ class VectorTable:
         if prepared is None:
             return best
         units, dim = prepared
+        pending = list(range(units.shape[0]))  # the queries still to scan for
+        if not filters.exact and ARCHIVE_KEY not in parts:
+            approximate = self.ann(conn, ns, dim)
+            if approximate is not None:
+                pending = self._ann_best_many(conn, ns, approximate, parts, units, k, filters, best)
+        if not pending:
+            return best
+        units = units[pending]
         self.sync(conn)
         for part in parts:
             index = self.partition(conn, ns, part, dim)
@@ -369,11 +540,43 @@ class VectorTable:
                 block, allowed = index.scores_many(units[start : start + _QUERY_BLOCK], mask)
                 for j in range(block.shape[1]):
                     column = np.ascontiguousarray(block[:, j])
-                    best[start + j].extend(index.best(column, min(k, allowed)))
+                    best[pending[start + j]].extend(index.best(column, min(k, allowed)))
         for pairs in best:
             pairs.sort(key=lambda pair: (-pair[1], pair[0]))
             del pairs[k:]
         return best
+
+    def _ann_best_many(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        index: AnnIndex,
+        parts: Sequence[str],
+        units: Matrix,
+        k: int,
+        filters: SearchFilter,
+        best: list[list[tuple[str, float]]],
+    ) -> list[int]:
+        """`_ann_best` for many queries: one batched graph search, one SQL read of all
+        their candidates. Fills `best`; returns the queries too few candidates passed
+        for, each retried alone (`_ann_best`), and those still short left to scan."""
+        fetch = max(2 * k, k + _ANN_EXTRA)
+        found = index.search_many(units, fetch)
+        union = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+        pks, ids, rows = self._candidates(conn, ns, union, parts, filters)
+        position = {pk: i for i, pk in enumerate(pks)}
+        pending: list[int] = []
+        for j, keys in enumerate(found):
+            picked = [position[pk] for pk in keys.tolist() if pk in position]
+            if len(picked) >= k or keys.size < fetch:
+                best[j] = _ranked([ids[i] for i in picked], rows[picked] @ units[j], k)
+                continue
+            alone = self._ann_best(conn, ns, index, parts, units[j], k, filters)
+            if alone is None:
+                pending.append(j)
+            else:
+                best[j] = alone
+        return pending
 
     def cosines(
         self, conn: sqlite3.Connection, ns: str, query: Vector, ids: Sequence[str]
@@ -400,6 +603,13 @@ class VectorTable:
             ):
                 out[row[0]] = float(unit(from_blob(row[1])) @ q)
         return out
+
+
+def _ranked(ids: Sequence[str], scores: Any, k: int) -> list[tuple[str, float]]:
+    """The k best (id, score) pairs, best first, ties by id (as the scan ranks them)."""
+    pairs = [(i, float(s)) for i, s in zip(ids, np.asarray(scores).tolist(), strict=True)]
+    pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    return pairs[:k]
 
 
 def _empty(conn: sqlite3.Connection) -> bool:

@@ -1,0 +1,283 @@
+"""The HNSW index of large namespaces (`backends.sqlite.ann`): same answers as a scan,
+kept consistent with the file through every kind of write (this store's, another
+connection's, rolled back, after a save), persisted beside the file, and exact search
+still available per call. A tiny `ann_min_rows` puts small test data on that path."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiered_memory.backends.sqlite import ann
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.models import LIVE_TIERS, Memory, Tier
+from tiered_memory.ports import MemoryPatch, SearchFilter
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NS = "ann"
+DIM = 16
+EXACT = SearchFilter(exact=True)
+ANY = SearchFilter()
+
+pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+
+
+def _memories(n: int, start: int = 0, seed: int = 0, ns: str = NS) -> list[Memory]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    return [
+        Memory(
+            id=f"m{start + i:05d}",
+            namespace=ns,
+            content=f"memory number {start + i}",
+            embedding=[float(x) for x in vectors[i]],
+            created_at=T0 + timedelta(minutes=i),
+            updated_at=T0,
+            tier_changed_at=T0,
+        )
+        for i in range(n)
+    ]
+
+
+def _queries(n: int = 20, seed: int = 99) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+
+
+async def _search(
+    store: SQLiteMemoryStore,
+    query: np.ndarray,
+    *,
+    tiers: frozenset[Tier] = LIVE_TIERS,
+    k: int = 5,
+    filters: SearchFilter = ANY,
+) -> list[tuple[str, float]]:
+    found = await store.vector_search(NS, query, tiers=tiers, k=k, filters=filters)
+    return [(s.memory.id, s.score) for s in found]
+
+
+async def _same_as_scan(store: SQLiteMemoryStore, **kwargs: object) -> None:
+    """Every query answers what a scan answers (small data: the graph finds them all)."""
+    for q in _queries():
+        exact_filters = SearchFilter(exact=True, **kwargs)  # type: ignore[arg-type]
+        approximate = SearchFilter(**kwargs)  # type: ignore[arg-type]
+        got = await _search(store, q, filters=approximate)
+        want = await _search(store, q, filters=exact_filters)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+
+
+async def _open(path: Path, min_rows: int | None = 50) -> SQLiteMemoryStore:
+    return await SQLiteMemoryStore.open(path, ann_min_rows=min_rows)
+
+
+async def test_a_large_namespace_is_searched_through_the_index_not_the_matrices(
+    tmp_path: Path,
+) -> None:
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+        await _search(store, _queries()[0])
+        assert NS in store._vectors._anns  # the index answered
+        assert list(store._vectors.cache) == []  # no float32 matrix was loaded
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_a_small_namespace_stays_exact(tmp_path: Path) -> None:
+    store = await _open(tmp_path / "a.db", min_rows=1000)
+    try:
+        await store.put_many(NS, _memories(300))
+        await _search(store, _queries()[0])
+        assert store._vectors._anns == {}
+        assert list(store._vectors.cache)  # scanned the cached matrices
+    finally:
+        await store.close()
+
+
+async def test_the_batched_search_uses_the_index_and_matches_a_scan(tmp_path: Path) -> None:
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+        queries = _queries()
+        approximate = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=4)
+        assert NS in store._vectors._anns
+        assert list(store._vectors.cache) == []
+        exact = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=4, filters=EXACT)
+        assert [[i for i, _ in r] for r in approximate] == [[i for i, _ in r] for r in exact]
+    finally:
+        await store.close()
+
+
+async def test_tier_moves_flags_deletes_and_restores_keep_it_consistent(tmp_path: Path) -> None:
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _memories(300)
+        await store.put_many(NS, batch)
+        await _search(store, _queries()[0])  # built
+        cold = [m.id for m in batch[:150]]
+        await store.set_tier(NS, cold, Tier.COLD, T0)
+        for q in _queries():
+            hot = await _search(store, q, tiers=frozenset({Tier.HOT}))
+            assert not {i for i, _ in hot} & set(cold)
+            want = await _search(store, q, tiers=frozenset({Tier.HOT}), filters=EXACT)
+            assert [i for i, _ in hot] == [i for i, _ in want]
+        await store.patch_many(NS, [m.id for m in batch[150:200]], MemoryPatch(do_not_inject=True))
+        await _same_as_scan(store)
+        await store.delete_many(NS, [m.id for m in batch[200:260]])
+        await _same_as_scan(store)
+        # the deleted rows' pks are the largest: new rows take them again (other vectors)
+        await store.put_many(NS, _memories(60, start=1000, seed=5))
+        await _same_as_scan(store)
+        await _same_as_scan(store, include_forgotten=True)
+    finally:
+        await store.close()
+
+
+async def test_a_rolled_back_write_leaves_no_row_in_the_index(tmp_path: Path) -> None:
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+
+        async def write_then_fail() -> None:
+            async with store.transaction():
+                await store.put_many(NS, _memories(40, start=500, seed=3))
+                await _search(store, _queries()[0])  # caught up inside the transaction
+                raise RuntimeError("abort")
+
+        with pytest.raises(RuntimeError):
+            await write_then_fail()
+        # the rolled-back rows' pks go to other vectors now
+        await store.put_many(NS, _memories(40, start=700, seed=4))
+        await _same_as_scan(store)
+        ids = {i for q in _queries() for i, _ in await _search(store, q, k=20)}
+        assert not any("m005" in i for i in ids)
+    finally:
+        await store.close()
+
+
+async def test_another_connection_s_writes_are_seen(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    first = await _open(path)
+    second = await _open(path, min_rows=None)  # writes without any index
+    try:
+        await first.put_many(NS, _memories(300))
+        await _search(first, _queries()[0])
+        await second.delete_many(NS, [f"m{i:05d}" for i in range(250, 300)])
+        await second.put_many(NS, _memories(80, start=2000, seed=8))
+        await second.set_tier(NS, [f"m{i:05d}" for i in range(0, 100)], Tier.WARM, T0)
+        await _same_as_scan(first)
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_the_index_is_saved_on_close_and_loaded_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    await store.put_many(NS, _memories(300))
+    expected = [await _search(store, q, filters=EXACT) for q in _queries()]
+    await _search(store, _queries()[0])
+    await store.close()
+    assert list((tmp_path / "a.db.ann").glob("*.usearch"))
+
+    def no_build(dimension: int) -> ann.AnnIndex:
+        raise AssertionError("the saved index should have been loaded")
+
+    monkeypatch.setattr(ann.AnnIndex, "empty", staticmethod(no_build))
+    store = await _open(path)
+    try:
+        got = [await _search(store, q) for q in _queries()]
+        assert [[i for i, _ in row] for row in got] == [[i for i, _ in row] for row in expected]
+    finally:
+        await store.close()
+
+
+async def test_a_saved_index_older_than_the_file_catches_up(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    await store.put_many(NS, _memories(300))
+    await _search(store, _queries()[0])
+    await store.close()  # saved
+    other = await _open(path, min_rows=None)  # a writer that never saves the index
+    await other.delete_many(NS, [f"m{i:05d}" for i in range(200, 300)])
+    await other.put_many(NS, _memories(100, start=3000, seed=9))  # the freed pks again
+    await other.close()
+    store = await _open(path)
+    try:
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_a_saved_index_ahead_of_the_file_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    await store.put_many(NS, _memories(300))
+    await store.delete_many(NS, ["m00000"])  # seq 1
+    await _search(store, _queries()[0])
+    await store.close()
+    # the file as it was before any deletion (an older copy restored over it)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM vector_deletes")
+    store = await _open(path)
+    try:
+        await store.put_many(NS, _memories(20, start=4000, seed=2))
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_clear_removes_the_saved_index(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    try:
+        await store.put_many(NS, _memories(300))
+        await _search(store, _queries()[0])
+        await store.close()
+        store = await _open(path)
+        await store.clear(NS)
+        assert not list((tmp_path / "a.db.ann").glob("*.usearch"))
+        await store.put_many(NS, _memories(300, seed=11))
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_filters_that_few_candidates_pass_fall_back_to_a_scan(tmp_path: Path) -> None:
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _memories(300)
+        await store.put_many(NS, batch)
+        await store.patch_many(NS, [m.id for m in batch[:3]], MemoryPatch(pinned=True))
+        await _same_as_scan(store, pinned=True)
+        await _same_as_scan(store, ids=frozenset({"m00007", "m00100"}))
+    finally:
+        await store.close()
+
+
+async def test_rows_taking_pks_freed_before_the_index_was_built_are_found(
+    tmp_path: Path,
+) -> None:
+    """pks 98 and 99 are freed before the build, the top (100) after it: new rows take
+    98, 99 and 100 again, below the top the index was built with."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(100))  # pks 1..100
+        await store.delete_many(NS, ["m00097", "m00098"])
+        await _search(store, _queries()[0])  # built, top 100
+        await store.delete_many(NS, ["m00099"])
+        fresh = _memories(3, start=500, seed=21)
+        await store.put_many(NS, fresh)  # pks 98, 99, 100
+        for memory in fresh:
+            assert memory.embedding is not None
+            vector = np.asarray(memory.embedding, dtype=np.float32)
+            assert (await _search(store, vector, k=1))[0][0] == memory.id
+    finally:
+        await store.close()
