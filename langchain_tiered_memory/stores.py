@@ -55,19 +55,11 @@ from tiered_memory import (
     ValidationError,
     validation,
 )
-from tiered_memory.ports import FilterOp, MetadataFilter
+from tiered_memory.filters import Condition, parse_filter
 
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
 _LIVE = (Tier.HOT, Tier.WARM, Tier.COLD)
-_OPERATORS: dict[str, FilterOp] = {
-    "$eq": "eq",
-    "$ne": "ne",
-    "$gt": "gt",
-    "$gte": "gte",
-    "$lt": "lt",
-    "$lte": "lte",
-}
 
 
 class TieredMemoryStore(BaseStore):
@@ -219,7 +211,7 @@ class TieredMemoryStore(BaseStore):
         return found[op.offset : wanted]
 
     async def _scan(
-        self, ns: tuple[str, ...], conditions: list[MetadataFilter], limit: int
+        self, ns: tuple[str, ...], conditions: tuple[Condition, ...], limit: int
     ) -> list[SearchItem]:
         """The first `limit` live, unforgotten items of one namespace in key order."""
         out: list[SearchItem] = []
@@ -294,39 +286,14 @@ def _search_item(memory: Memory, namespace: tuple[str, ...], score: float | None
     )
 
 
-def translate_filter(filter: Mapping[str, Any] | None) -> list[MetadataFilter]:
-    """A LangGraph search filter as metadata conditions on top-level value keys.
+def translate_filter(filter: Mapping[str, Any] | None) -> tuple[Condition, ...]:
+    """A LangGraph search filter as the core's filter trees.
 
-    `{"k": v}` and `{"k": {"$eq": v, "$gt": ...}}` translate; a condition on a nested
-    object or a list does not, and raises rather than being dropped.
+    LangGraph's syntax is the core's Mongo-style language (`{"k": v}`, `{"k": {"$gte":
+    v}}`), which also takes `$in $nin $exists $and $or $not`; a condition on a nested
+    object raises `UnsupportedFilterError` rather than being dropped.
     """
-    out: list[MetadataFilter] = []
-    for key, condition in (filter or {}).items():
-        if (
-            isinstance(condition, Mapping)
-            and condition
-            and all(str(k).startswith("$") for k in condition)
-        ):
-            for op, value in condition.items():
-                if op not in _OPERATORS:
-                    raise ValidationError(
-                        f"unsupported filter operator {op!r} on {key!r}; "
-                        f"use one of {sorted(_OPERATORS)}"
-                    )
-                _check_scalar(key, value)
-                out.append(MetadataFilter(key, _OPERATORS[op], value))
-        else:
-            _check_scalar(key, condition)
-            out.append(MetadataFilter(key, "eq", condition))
-    return out
-
-
-def _check_scalar(key: str, value: Any) -> None:
-    if isinstance(value, (Mapping, list, tuple)):
-        raise ValidationError(
-            f"cannot filter {key!r} on a nested object or list; filter on a top-level "
-            "scalar value (put the field at the top level of the item's value)"
-        )
+    return parse_filter(filter) if filter else ()
 
 
 def _namespace_matches(condition: MatchCondition, ns: tuple[str, ...]) -> bool:

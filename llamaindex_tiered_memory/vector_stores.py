@@ -32,6 +32,7 @@ from tiered_memory.ports import MetadataFilter as CoreFilter
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
 from ._nodes import memory_to_node, node_to_input
+from .embeddings import TieredMemoryEmbedding
 
 _QUERY_KWARGS = frozenset({"budget_tokens", "deep", "include_archived"})
 AnyMemory = TieredMemory | AsyncTieredMemory
@@ -138,6 +139,16 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     @property
     def client(self) -> AnyMemory:
         return self._memory
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder the memory really uses, as a LlamaIndex model: pass it on,
+        `VectorStoreIndex.from_vector_store(store, embed_model=store.embed_model)`, so
+        the index embeds nodes and queries as the memory embeds summaries and text."""
+        model = self._memory.aio.embedding_model
+        if isinstance(model, BaseEmbedding):
+            return model
+        return TieredMemoryEmbedding(model)
 
     # -- add ------------------------------------------------------------------------
 

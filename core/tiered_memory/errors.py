@@ -15,6 +15,14 @@ class ValidationError(TieredMemoryError, ValueError):
     """Input was rejected before anything was written."""
 
 
+class UnsupportedFilterError(ValidationError):
+    """A metadata filter uses an operator, shape or value no store can evaluate exactly.
+
+    Raised instead of dropping or approximating the condition, because a silently
+    ignored filter returns what the caller asked to exclude.
+    """
+
+
 class NotFoundError(TieredMemoryError, KeyError):
     """No such memory in this namespace (ids never cross namespaces)."""
 

@@ -478,10 +478,10 @@ class NoQueryEmbedder:
     def __init__(self) -> None:
         self.inner = HashingEmbedder(DIM)
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         return self.inner.embed_sync(texts)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         raise AssertionError("the engine embedded a query the index had already embedded")
 
 
