@@ -16,8 +16,11 @@ this adapter lets them use tiered memory unchanged. The mapping:
   starts in HOT again); `put(..., None)` deletes it;
 - `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
   needed, archived summaries when nothing else fits) and its score is the memory's
-  final score; without a query it lists items in key order. A filter means the same
-  either way: the core's metadata filters, applied in the store's own query.
+  final score; items the memory ranks as noise (below its noise floor) follow in key
+  order with score None, so `limit` items come back whenever that many exist, as
+  with `InMemoryStore`. Without a query it lists items in key order. A filter means
+  the same either way: the core's Mongo-style filter language (`$eq $ne $gt $gte $lt
+  $lte $in $nin $exists $and $or $not`), applied in the store's own query.
 
 Every operation runs on the memory's own loop (`memory.run`, `await memory.arun`),
 where its backends were opened.
@@ -203,6 +206,16 @@ class TieredMemoryStore(BaseStore):
                 )
                 found.extend(_search_item(h.memory, ns, h.score) for h in hits)
             found.sort(key=lambda item: item.score or 0.0, reverse=True)
+            found = found[:wanted]
+            # The memory drops matches below its noise floor; InMemoryStore returns
+            # `limit` items whenever that many exist, so the rest follow unranked.
+            seen = {(item.namespace, item.key) for item in found}
+            for ns in namespaces:
+                if len(found) >= wanted:
+                    break
+                rest = await self._scan(ns, conditions, wanted - len(found) + len(seen))
+                found.extend(i for i in rest if (i.namespace, i.key) not in seen)
+                found = found[:wanted]
         else:
             for ns in namespaces:
                 found.extend(await self._scan(ns, conditions, wanted - len(found)))

@@ -26,8 +26,8 @@ from tiered_memory import (
     TieredMemory,
     validation,
 )
+from tiered_memory.filters import leaf
 from tiered_memory.ports import Clock
-from tiered_memory.ports import MetadataFilter as CoreFilter
 
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
@@ -297,7 +297,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         translated = to_core_filters(query.filters, tier_key=self.tier_key)
         metadata = list(translated.metadata)
         if query.doc_ids:
-            metadata.append(CoreFilter("ref_doc_id", "in", list(query.doc_ids)))
+            metadata.append(leaf("ref_doc_id", "in", list(query.doc_ids)))
         budget = kwargs.get("budget_tokens", self.budget_tokens)
         deep = validation.check_flag(kwargs.get("deep", False), "deep")
         include_archived = validation.check_flag(

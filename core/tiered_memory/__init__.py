@@ -13,6 +13,7 @@ from .errors import (
     NamespaceError,
     NotFoundError,
     TieredMemoryError,
+    UnsupportedFilterError,
     ValidationError,
 )
 from .models import (
@@ -95,6 +96,7 @@ __all__ = [
     "TierPolicy",
     "TieredMemory",
     "TieredMemoryError",
+    "UnsupportedFilterError",
     "ValidationError",
     "as_embedder",
 ]
