@@ -127,11 +127,11 @@ class CachedEmbedder:
             self.warm([text])
         return self.cache[text]
 
-    async def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    async def aembed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.warm(texts)
         return np.stack([self.cache[t] for t in texts])
 
-    async def embed_query(self, text: str) -> Vec:
+    async def aembed_query(self, text: str) -> Vec:
         return self.get(text)
 
 

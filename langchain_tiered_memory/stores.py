@@ -16,8 +16,11 @@ this adapter lets them use tiered memory unchanged. The mapping:
   starts in HOT again); `put(..., None)` deletes it;
 - `search` with a query is the engine's ranked search (HOT and WARM first, COLD when
   needed, archived summaries when nothing else fits) and its score is the memory's
-  final score; without a query it lists items in key order. A filter means the same
-  either way: the core's metadata filters, applied in the store's own query.
+  final score; items the memory ranks as noise (below its noise floor) follow in key
+  order with score None, so `limit` items come back whenever that many exist, as
+  with `InMemoryStore`. Without a query it lists items in key order. A filter means
+  the same either way: the core's Mongo-style filter language (`$eq $ne $gt $gte $lt
+  $lte $in $nin $exists $and $or $not`), applied in the store's own query.
 
 Every operation runs on the memory's own loop (`memory.run`, `await memory.arun`),
 where its backends were opened.
@@ -55,19 +58,11 @@ from tiered_memory import (
     ValidationError,
     validation,
 )
-from tiered_memory.ports import FilterOp, MetadataFilter
+from tiered_memory.filters import Condition, parse_filter
 
 DEFAULT_PREFIX = "langgraph"
 _PAGE = 500
 _LIVE = (Tier.HOT, Tier.WARM, Tier.COLD)
-_OPERATORS: dict[str, FilterOp] = {
-    "$eq": "eq",
-    "$ne": "ne",
-    "$gt": "gt",
-    "$gte": "gte",
-    "$lt": "lt",
-    "$lte": "lte",
-}
 
 
 class TieredMemoryStore(BaseStore):
@@ -211,6 +206,16 @@ class TieredMemoryStore(BaseStore):
                 )
                 found.extend(_search_item(h.memory, ns, h.score) for h in hits)
             found.sort(key=lambda item: item.score or 0.0, reverse=True)
+            found = found[:wanted]
+            # The memory drops matches below its noise floor; InMemoryStore returns
+            # `limit` items whenever that many exist, so the rest follow unranked.
+            seen = {(item.namespace, item.key) for item in found}
+            for ns in namespaces:
+                if len(found) >= wanted:
+                    break
+                rest = await self._scan(ns, conditions, wanted - len(found) + len(seen))
+                found.extend(i for i in rest if (i.namespace, i.key) not in seen)
+                found = found[:wanted]
         else:
             for ns in namespaces:
                 found.extend(await self._scan(ns, conditions, wanted - len(found)))
@@ -219,7 +224,7 @@ class TieredMemoryStore(BaseStore):
         return found[op.offset : wanted]
 
     async def _scan(
-        self, ns: tuple[str, ...], conditions: list[MetadataFilter], limit: int
+        self, ns: tuple[str, ...], conditions: tuple[Condition, ...], limit: int
     ) -> list[SearchItem]:
         """The first `limit` live, unforgotten items of one namespace in key order."""
         out: list[SearchItem] = []
@@ -294,39 +299,14 @@ def _search_item(memory: Memory, namespace: tuple[str, ...], score: float | None
     )
 
 
-def translate_filter(filter: Mapping[str, Any] | None) -> list[MetadataFilter]:
-    """A LangGraph search filter as metadata conditions on top-level value keys.
+def translate_filter(filter: Mapping[str, Any] | None) -> tuple[Condition, ...]:
+    """A LangGraph search filter as the core's filter trees.
 
-    `{"k": v}` and `{"k": {"$eq": v, "$gt": ...}}` translate; a condition on a nested
-    object or a list does not, and raises rather than being dropped.
+    LangGraph's syntax is the core's Mongo-style language (`{"k": v}`, `{"k": {"$gte":
+    v}}`), which also takes `$in $nin $exists $and $or $not`; a condition on a nested
+    object raises `UnsupportedFilterError` rather than being dropped.
     """
-    out: list[MetadataFilter] = []
-    for key, condition in (filter or {}).items():
-        if (
-            isinstance(condition, Mapping)
-            and condition
-            and all(str(k).startswith("$") for k in condition)
-        ):
-            for op, value in condition.items():
-                if op not in _OPERATORS:
-                    raise ValidationError(
-                        f"unsupported filter operator {op!r} on {key!r}; "
-                        f"use one of {sorted(_OPERATORS)}"
-                    )
-                _check_scalar(key, value)
-                out.append(MetadataFilter(key, _OPERATORS[op], value))
-        else:
-            _check_scalar(key, condition)
-            out.append(MetadataFilter(key, "eq", condition))
-    return out
-
-
-def _check_scalar(key: str, value: Any) -> None:
-    if isinstance(value, (Mapping, list, tuple)):
-        raise ValidationError(
-            f"cannot filter {key!r} on a nested object or list; filter on a top-level "
-            "scalar value (put the field at the top level of the item's value)"
-        )
+    return parse_filter(filter) if filter else ()
 
 
 def _namespace_matches(condition: MatchCondition, ns: tuple[str, ...]) -> bool:

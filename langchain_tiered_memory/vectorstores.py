@@ -11,12 +11,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
 from tiered_memory import (
+    ConfigurationError,
     Hit,
     Memory,
     MemoryInput,
@@ -25,10 +28,11 @@ from tiered_memory import (
     ValidationError,
     validation,
 )
-from tiered_memory.embeddings import LangChainEmbedder
+from tiered_memory.filters import Condition, FilterSpec, parse_filter
 from tiered_memory.ports import Clock
 
 from ._common import DEFAULT_NAMESPACE
+from .embeddings import as_langchain_embeddings
 
 _SEARCH_OPTIONS = frozenset({"filter", "deep", "include_archived"})
 
@@ -55,15 +59,33 @@ class TieredMemoryVectorStore(VectorStore):
 
     Documents are added HOT and then age through the tiers like any memory, and a
     similarity search ranks by the memory's final score (relevance, retention,
-    frequency, tier factor), which is also the score it returns (in [0, 1], higher is
-    better). Ids are kept; adding an existing id replaces that document, and
-    near-duplicates are never merged, as a vector store must.
+    frequency, tier factor), which is also what `similarity_search_with_score` returns
+    (in [0, 1], higher is better; it moves as documents age).
+    `similarity_search_with_relevance_scores` returns the same documents in the same
+    order with LangChain's relevance instead: the raw cosine to the query mapped to
+    [0, 1] as (1 + cosine) / 2, so an exact match scores 1, unrelated text about 0.5,
+    and a `score_threshold` means the same tomorrow as today.
+    `max_marginal_relevance_search` and `as_retriever(search_type="mmr")` re-rank the
+    `fetch_k` best with LangChain's own MMR over the documents' embeddings (re-embedded
+    by the memory's embedder: the engine does not hand out stored vectors).
+
+    Filters (`filter=`) are the core's Mongo-style language, evaluated in the store's
+    own query: `{"color": "red"}`, `{"year": {"$gte": 2025}}`, `{"color": {"$in":
+    [...]}}`, `{"$or": [...]}`, `{"$not": {...}}`, `$exists`; see
+    `tiered_memory.filters`. Anything else raises `UnsupportedFilterError`.
+
+    Ids are kept; adding an existing id replaces that document, and near-duplicates
+    are never merged, as a vector store must.
 
     Build one with `TieredMemoryVectorStore.embedded(path, embedding)` or
     `from_texts(...)`, or wrap a memory you already have:
-    `TieredMemoryVectorStore(memory=mem, namespace="docs")`. Every method runs on the
-    memory's own loop, where its backends were opened; the async ones await it from
-    the caller's loop without blocking it.
+    `TieredMemoryVectorStore(memory=mem, namespace="docs")`. A wrapped memory keeps its
+    own policy: with the default one, near-duplicates merge on add and the noise floor
+    drops documents far from the query, so a search may return fewer than k of the k
+    that exist; build the memory with `policy=vectorstore_policy()` for the vector-store
+    contract (`embedded`/`from_texts` do). Every method runs on the memory's own loop,
+    where its backends were opened; the async ones await it from the caller's loop
+    without blocking it.
     """
 
     def __init__(
@@ -78,13 +100,21 @@ class TieredMemoryVectorStore(VectorStore):
         Args:
             memory: The memory holding the documents; its embedder embeds them.
             namespace: The namespace the documents live in.
-            embedding: The LangChain embeddings behind `memory`, reported by the
-                `embeddings` property (found from the memory when not given).
+            embedding: The embeddings behind `memory`, if given: the memory embeds,
+                never this, so one of another class than the memory's embedder is a
+                `ConfigurationError` rather than silently unused.
             owns_memory: Close `memory` when this store is closed.
         """
+        used = memory.aio.embedding_model
+        if embedding is not None and embedding is not used and type(embedding) is not type(used):
+            raise ConfigurationError(
+                f"the memory embeds with {type(memory.aio.embedding_model).__name__}, not the "
+                f"{type(embedding).__name__} given: documents and queries would be embedded "
+                "by the memory's embedder; pass embedding=None, or build the memory with "
+                "this embedder (TieredMemory.embedded(path, embedder=...))"
+            )
         self.memory = memory
         self.namespace = namespace
-        self._embedding = embedding
         self._owns_memory = owns_memory
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -108,9 +138,7 @@ class TieredMemoryVectorStore(VectorStore):
             path = Path(tempdir.name) / "memory.db"
         memory = TieredMemory.embedded(
             path,
-            # Wrapped explicitly: the core's `as_embedder` takes a LangChain Embeddings
-            # for one of its own (sync methods match its Protocol by name) and awaits them.
-            embedder=LangChainEmbedder(embedding),
+            embedder=embedding,  # the core awaits aembed_documents/aembed_query directly
             policy=vectorstore_policy(policy),
             clock=clock,
         )
@@ -134,11 +162,10 @@ class TieredMemoryVectorStore(VectorStore):
         self.close()
 
     @property
-    def embeddings(self) -> Embeddings | None:
-        if self._embedding is not None:
-            return self._embedding
-        model = self.memory.aio.embedding_model
-        return model if isinstance(model, Embeddings) else None
+    def embeddings(self) -> Embeddings:
+        """The embedder the memory really uses, as a LangChain `Embeddings` (itself
+        when it is one; the package's own embedders are; else wrapped)."""
+        return as_langchain_embeddings(self.memory.aio.embedding_model)
 
     # -- adding ---------------------------------------------------------------------
 
@@ -218,8 +245,8 @@ class TieredMemoryVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """The k best documents and their final memory score, best first.
 
-        Keyword arguments: `filter` (a dict of metadata equalities, or a list of
-        `tiered_memory.ports.MetadataFilter`), `deep`, `include_archived`.
+        Keyword arguments: `filter` (a Mongo-style dict, see the class docstring, or
+        `tiered_memory.filters` conditions), `deep`, `include_archived`.
         """
         return self.memory.run(self._search(query, None, k, kwargs))
 
@@ -242,23 +269,129 @@ class TieredMemoryVectorStore(VectorStore):
     async def _search(
         self, query: str, embedding: Sequence[float] | None, k: int, kwargs: dict[str, Any]
     ) -> list[tuple[Document, float]]:
+        return _scored(await self._hits(query, embedding, k, kwargs))
+
+    async def _hits(
+        self, query: str, embedding: Sequence[float] | None, k: int, kwargs: Mapping[str, Any]
+    ) -> list[Hit]:
         """The engine's ranked search; a vector the caller embedded replaces the query's
         embedding (with a blank query, so no lexical signal)."""
         _check_options(kwargs)
-        hits = await self.memory.aio.search(
-            query,
-            namespace=self.namespace,
-            k=k,
-            metadata=kwargs.get("filter"),
-            deep=kwargs.get("deep", False),
-            include_archived=kwargs.get("include_archived", False),
-            query_embedding=embedding,
+        return list(
+            await self.memory.aio.search(
+                query,
+                namespace=self.namespace,
+                k=k,
+                metadata=translate_filter(kwargs.get("filter")),
+                deep=kwargs.get("deep", False),
+                include_archived=kwargs.get("include_archived", False),
+                query_embedding=embedding,
+            )
         )
-        return _scored(hits)
+
+    # -- relevance scores -------------------------------------------------------------
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        return self.memory.run(self._relevance(query, k, kwargs))
+
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        return await self.memory.arun(self._relevance(query, k, kwargs))
+
+    async def _relevance(
+        self, query: str, k: int, kwargs: Mapping[str, Any]
+    ) -> list[tuple[Document, float]]:
+        hits = await self._hits(query, None, k, kwargs)
+        return [(_document(h.memory), cosine_relevance(h.terms.cosine)) for h in hits]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # The final memory score is already a relevance in [0, 1], higher is better.
-        return _identity
+        # Only LangChain's default relevance path calls this, and it is overridden
+        # above: the final memory score is no cosine, so there is nothing to map.
+        raise NotImplementedError(
+            "relevance scores come from the raw cosine; call "
+            "similarity_search_with_relevance_scores"
+        )
+
+    # -- maximal marginal relevance ---------------------------------------------------
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """The `k` documents among the `fetch_k` best that balance relevance to the
+        query against difference from each other (`lambda_mult` 1: relevance only, 0:
+        diversity only). The candidates are the memory's ranking, so tiers count."""
+        return self.memory.run(self._mmr(query, None, k, fetch_k, lambda_mult, kwargs))
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return await self.memory.arun(self._mmr(query, None, k, fetch_k, lambda_mult, kwargs))
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return self.memory.run(self._mmr("", embedding, k, fetch_k, lambda_mult, kwargs))
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return await self.memory.arun(self._mmr("", embedding, k, fetch_k, lambda_mult, kwargs))
+
+    async def _mmr(
+        self,
+        query: str,
+        embedding: Sequence[float] | None,
+        k: int,
+        fetch_k: int,
+        lambda_mult: float,
+        kwargs: Mapping[str, Any],
+    ) -> list[Document]:
+        validation.check_k(k, "k")
+        validation.check_k(fetch_k, "fetch_k")
+        if (
+            isinstance(lambda_mult, bool)
+            or not isinstance(lambda_mult, (int, float))
+            or not (0.0 <= lambda_mult <= 1.0)
+        ):
+            raise ValidationError(f"lambda_mult must be a number in [0, 1], got {lambda_mult!r}")
+        hits = await self._hits(query, embedding, max(k, fetch_k), kwargs)
+        if not hits:
+            return []
+        embedder = self.embeddings
+        query_vector = (
+            list(embedding) if embedding is not None else await embedder.aembed_query(query)
+        )
+        vectors = await embedder.aembed_documents([h.memory.content for h in hits])
+        chosen = maximal_marginal_relevance(
+            np.asarray(query_vector, dtype=np.float32),
+            [list(map(float, row)) for row in vectors],
+            lambda_mult=float(lambda_mult),
+            k=min(k, len(hits)),
+        )
+        return [_document(hits[i].memory) for i in chosen]
 
     # -- construction from texts ------------------------------------------------------
 
@@ -310,8 +443,21 @@ class TieredMemoryVectorStore(VectorStore):
         return cls.embedded(path, embedding, namespace=namespace, **options)
 
 
-def _identity(score: float) -> float:
-    return score
+def cosine_relevance(cosine: float) -> float:
+    """LangChain's relevance in [0, 1] from a cosine in [-1, 1]: 1 identical, 0.5
+    unrelated, 0 opposite (what langchain-core's stores return for normalised vectors).
+    Independent of time, tier and use, unlike the memory's final score."""
+    return min(1.0, max(0.0, (1.0 + float(cosine)) / 2.0))
+
+
+def translate_filter(filter: FilterSpec | None) -> tuple[Condition, ...]:
+    """A LangChain `filter=` as the core's filter trees: the same Mongo-style dict
+    (see `tiered_memory.filters`), or conditions built directly."""
+    if filter is None:
+        return ()
+    if isinstance(filter, Mapping):
+        return parse_filter(filter)
+    return validation.check_filters(filter)
 
 
 def _check_options(kwargs: Mapping[str, Any]) -> None:

@@ -8,14 +8,7 @@ catches them.
 from __future__ import annotations
 
 from tiered_memory import ValidationError
-
-
-class UnsupportedFilterError(ValidationError):
-    """A LlamaIndex metadata filter has no exact translation to the core's filters.
-
-    Raised instead of dropping the filter, because a silently ignored filter returns
-    documents the caller asked to exclude.
-    """
+from tiered_memory.errors import UnsupportedFilterError
 
 
 class UnsupportedQueryError(ValidationError):

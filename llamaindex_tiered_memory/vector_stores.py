@@ -26,12 +26,13 @@ from tiered_memory import (
     TieredMemory,
     validation,
 )
+from tiered_memory.filters import leaf
 from tiered_memory.ports import Clock
-from tiered_memory.ports import MetadataFilter as CoreFilter
 
 from ._errors import UnsupportedFilterError, UnsupportedQueryError
 from ._filters import to_core_filters
 from ._nodes import memory_to_node, node_to_input
+from .embeddings import TieredMemoryEmbedding
 
 _QUERY_KWARGS = frozenset({"budget_tokens", "deep", "include_archived"})
 AnyMemory = TieredMemory | AsyncTieredMemory
@@ -138,6 +139,16 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
     @property
     def client(self) -> AnyMemory:
         return self._memory
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder the memory really uses, as a LlamaIndex model: pass it on,
+        `VectorStoreIndex.from_vector_store(store, embed_model=store.embed_model)`, so
+        the index embeds nodes and queries as the memory embeds summaries and text."""
+        model = self._memory.aio.embedding_model
+        if isinstance(model, BaseEmbedding):
+            return model
+        return TieredMemoryEmbedding(model)
 
     # -- add ------------------------------------------------------------------------
 
@@ -286,7 +297,7 @@ class TieredMemoryVectorStore(BasePydanticVectorStore):
         translated = to_core_filters(query.filters, tier_key=self.tier_key)
         metadata = list(translated.metadata)
         if query.doc_ids:
-            metadata.append(CoreFilter("ref_doc_id", "in", list(query.doc_ids)))
+            metadata.append(leaf("ref_doc_id", "in", list(query.doc_ids)))
         budget = kwargs.get("budget_tokens", self.budget_tokens)
         deep = validation.check_flag(kwargs.get("deep", False), "deep")
         include_archived = validation.check_flag(

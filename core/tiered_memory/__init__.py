@@ -14,6 +14,7 @@ from .errors import (
     NamespaceError,
     NotFoundError,
     TieredMemoryError,
+    UnsupportedFilterError,
     ValidationError,
 )
 from .models import (
@@ -97,6 +98,7 @@ __all__ = [
     "TierPolicy",
     "TieredMemory",
     "TieredMemoryError",
+    "UnsupportedFilterError",
     "ValidationError",
     "as_embedder",
 ]

@@ -302,7 +302,7 @@ class Archiver:
         )
         summary = await self.summarizer.summarize(request)
         text = summary.text.strip() or joined[:200]
-        matrix = await self.embedder.embed_documents([text])
+        matrix = await self.embedder.aembed_documents([text])
         summary_vector = validation.check_vector(matrix[0], None, what="summary embedding")
         vector = [float(x) for x in summary_vector]
         cluster = ids if len(ids) > 1 else []

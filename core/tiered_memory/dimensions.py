@@ -73,7 +73,7 @@ class EmbeddingDimension:
         if measured is not None:
             return self._learn(measured)
         if self.own is None:
-            matrix = await embedder.embed_documents(["dimension"])
+            matrix = await embedder.aembed_documents(["dimension"])
             self.own = positive(int(np.shape(matrix)[-1]), "embedding dimension")
         return self.own
 

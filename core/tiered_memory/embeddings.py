@@ -1,8 +1,14 @@
-"""Embedders: a deterministic offline one, and adapters for the frameworks' own.
+"""Embedders: a deterministic offline one, a local model, and adapters for the rest.
 
-Any LangChain `Embeddings` or LlamaIndex `BaseEmbedding` can be passed wherever an
-embedder is expected; `as_embedder` recognises them by their methods, so neither
-framework has to be installed for the other to work.
+The core awaits `aembed_documents` / `aembed_query` (LangChain's own async names), so
+a LangChain `Embeddings` is an embedder as it stands. A LlamaIndex `BaseEmbedding`, or
+any object with plain synchronous `embed_documents` / `embed_query`, is adapted by
+`as_embedder` (the synchronous one runs in a worker thread, off the event loop).
+Neither framework has to be installed for the other to work.
+
+The package's own embedders speak LangChain's interface both ways: synchronous
+`embed_documents` / `embed_query` return lists of floats, and the async twins return
+float32 numpy rows (what the core stores; any sequence-of-rows reader takes them).
 """
 
 from __future__ import annotations
@@ -62,16 +68,27 @@ class HashingEmbedder:
         feats[index] = feats.get(index, 0.0) + sign * weight
 
     def embed_sync(self, texts: Sequence[str]) -> Matrix:
+        """The vectors as one float32 matrix, one L2-normalised row per text."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for index, value in self._features(text).items():
                 out[row, index] = value
         return normalize_rows(out)
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """LangChain's synchronous form: one list of floats per text."""
+        rows: list[list[float]] = self.embed_sync(texts).tolist()
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        row: list[float] = first_row(self.embed_sync([text])).tolist()
+        return row
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
+        # Pure arithmetic on short texts: cheaper inline than a thread hop.
         return self.embed_sync(texts)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         return first_row(self.embed_sync([text]))
 
 
@@ -89,15 +106,19 @@ def _as_matrix(rows: Any) -> Matrix:
 
 
 class LangChainEmbedder:
-    """Wraps a LangChain `Embeddings` (embed_documents / embed_query and async twins)."""
+    """A LangChain `Embeddings` with its lists of floats read as numpy rows.
+
+    Not needed for the engine (`as_embedder` takes an `Embeddings` as it stands, since
+    the names are the same); kept for callers that wrap one explicitly.
+    """
 
     def __init__(self, embeddings: Any) -> None:
         self.embeddings = embeddings
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         return _as_matrix(await self.embeddings.aembed_documents(list(texts)))
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         return first_row(_as_matrix([await self.embeddings.aembed_query(text)]))
 
 
@@ -107,12 +128,29 @@ class LlamaIndexEmbedder:
     def __init__(self, embed_model: Any) -> None:
         self.embed_model = embed_model
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         rows = await self.embed_model.aget_text_embedding_batch(list(texts))
         return _as_matrix(rows)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         return first_row(_as_matrix([await self.embed_model.aget_query_embedding(text)]))
+
+
+class SyncEmbedder:
+    """An object with synchronous `embed_documents` / `embed_query` (a LangChain-style
+    embedder without async twins, or a hand-written one), run in a worker thread so a
+    slow model or HTTP call never blocks the event loop."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
+        rows = await asyncio.to_thread(self.embedder.embed_documents, list(texts))
+        return _as_matrix(rows)
+
+    async def aembed_query(self, text: str) -> Vector:
+        row = await asyncio.to_thread(self.embedder.embed_query, text)
+        return first_row(_as_matrix([row]))
 
 
 MODEL_PATH_ENV = "TIERED_MEMORY_MODEL_PATH"
@@ -187,34 +225,56 @@ class SentenceTransformerEmbedder:
         )
         return _as_matrix(rows)
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """LangChain's synchronous form: one list of floats per text."""
+        rows: list[list[float]] = self._encode(texts).tolist()
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        row: list[float] = first_row(self._encode([text])).tolist()
+        return row
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         return await asyncio.to_thread(self._encode, texts)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         return first_row(await asyncio.to_thread(self._encode, [text]))
 
 
 def as_embedder(obj: Any) -> Embedder:
-    """Accept our Embedder, a LangChain Embeddings or a LlamaIndex BaseEmbedding.
+    """Any embedder, as the core's async one.
 
-    The frameworks are recognised first: a LangChain `Embeddings` has methods named
-    like ours (`embed_documents`, `embed_query`) but they are synchronous, and a
-    runtime Protocol check compares names only.
+    In order: a LlamaIndex `BaseEmbedding` (adapted); an object whose `aembed_documents`
+    and `aembed_query` are coroutines (the core's own protocol, and LangChain's
+    `Embeddings`: used as it is); an object with synchronous `embed_documents` and
+    `embed_query` (run in a worker thread).
     """
     if hasattr(obj, "aget_text_embedding_batch") and hasattr(obj, "aget_query_embedding"):
         return LlamaIndexEmbedder(obj)
-    if hasattr(obj, "aembed_documents") and hasattr(obj, "aembed_query"):
-        return LangChainEmbedder(obj)
-    if (
-        isinstance(obj, Embedder)
-        and inspect.iscoroutinefunction(obj.embed_documents)
-        and inspect.iscoroutinefunction(obj.embed_query)
-    ):
-        return obj
+    if _coroutines(obj, "aembed_documents", "aembed_query"):
+        embedder: Embedder = obj
+        return embedder
+    if _coroutines(obj, "embed_documents", "embed_query"):
+        raise ConfigurationError(
+            f"{type(obj).__name__} has async embed_documents/embed_query: the async "
+            "embedder methods are named aembed_documents/aembed_query (LangChain's async "
+            "names); rename them, or make embed_documents/embed_query synchronous"
+        )
+    if _callables(obj, "embed_documents", "embed_query"):
+        return SyncEmbedder(obj)
     raise ConfigurationError(
-        f"{type(obj).__name__} is not an embedder: pass a tiered_memory Embedder, a LangChain "
-        "Embeddings or a LlamaIndex BaseEmbedding"
+        f"{type(obj).__name__} is not an embedder: pass an object with async "
+        "aembed_documents/aembed_query or sync embed_documents/embed_query (a LangChain "
+        "Embeddings has both), or a LlamaIndex BaseEmbedding"
     )
+
+
+def _callables(obj: Any, *names: str) -> bool:
+    return all(callable(getattr(obj, name, None)) for name in names)
+
+
+def _coroutines(obj: Any, *names: str) -> bool:
+    return all(inspect.iscoroutinefunction(getattr(obj, name, None)) for name in names)
 
 
 class CheckedEmbedder:
@@ -235,6 +295,8 @@ class CheckedEmbedder:
             named = inner.embeddings
         elif isinstance(inner, LlamaIndexEmbedder):
             named = inner.embed_model
+        elif isinstance(inner, SyncEmbedder):
+            named = inner.embedder
         self.model = named  # what the caller gave
         self.name = type(named).__name__
 
@@ -243,18 +305,18 @@ class CheckedEmbedder:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        rows = await self._call("embed_documents", self.inner.embed_documents(texts))
-        matrix = self._array(rows, "embed_documents", ndim=2)
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
+        rows = await self._call("aembed_documents", self.inner.aembed_documents(texts))
+        matrix = self._array(rows, "aembed_documents", ndim=2)
         if matrix.shape[0] != len(texts):
             raise self._error(
-                f"returned {matrix.shape[0]} vectors for {len(texts)} texts from embed_documents"
+                f"returned {matrix.shape[0]} vectors for {len(texts)} texts from aembed_documents"
             )
         return matrix
 
-    async def embed_query(self, text: str) -> Vector:
-        row = await self._call("embed_query", self.inner.embed_query(text))
-        return self._array(row, "embed_query", ndim=1)
+    async def aembed_query(self, text: str) -> Vector:
+        row = await self._call("aembed_query", self.inner.aembed_query(text))
+        return self._array(row, "aembed_query", ndim=1)
 
     async def _call(self, method: str, call: Any) -> Any:
         try:
@@ -270,8 +332,16 @@ class CheckedEmbedder:
             raise self._error(f"failed in {method}: {type(e).__name__}: {e}") from e
 
     def _array(self, value: Any, method: str, *, ndim: int) -> Matrix:
-        """`value` as float32 if it is a finite numeric array of `ndim` dimensions."""
+        """`value` as float32 if it is a finite numeric array of `ndim` dimensions; lists
+        of floats (LangChain's return type) are read as one."""
         shape = "(texts, dimension)" if ndim == 2 else "(dimension,)"
+        if isinstance(value, (list, tuple)):
+            try:
+                value = np.asarray(value, dtype=np.float32)
+            except (TypeError, ValueError) as e:
+                raise self._error(
+                    f"returned a list from {method} that is not numbers of shape {shape}"
+                ) from e
         if not isinstance(value, np.ndarray):
             raise self._error(
                 f"returned {type(value).__name__} from {method}, not a numpy array of shape "

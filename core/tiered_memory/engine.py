@@ -27,6 +27,7 @@ from .clock import CheckedClock, SystemClock
 from .dimensions import EmbeddingDimension
 from .embeddings import checked_embedder
 from .errors import ConfigurationError, NotFoundError, ValidationError
+from .filters import Condition, FilterSpec
 from .intake import MemoryInput, as_input, prepare
 from .locks import ProcessLock, SweepLock
 from .models import (
@@ -56,7 +57,6 @@ from .ports import (
     Embedder,
     MemoryPatch,
     MemoryStore,
-    MetadataFilter,
     ObjectStore,
     ScanQuery,
     Summarizer,
@@ -367,7 +367,7 @@ class AsyncTieredMemory:
         tier: Tier | str | None = None,
         after_id: str | None = None,
         limit: int = 100,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
     ) -> builtins.list[Memory]:
         """A page of memories ordered by id; pass the last id as `after_id` for the next.
         `metadata` filters as in `search`, in the store's own query."""
@@ -424,7 +424,7 @@ class AsyncTieredMemory:
         tiers: Sequence[Tier | str] | None = None,
         weights: Mapping[str, float] | None = None,
         memory_types: Sequence[MemoryType | str] | None = None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
         include_forgotten: bool = False,
         ids: Sequence[str] | None = None,
         query_embedding: Sequence[float] | Vector | None = None,
@@ -466,7 +466,7 @@ class AsyncTieredMemory:
         else:
             # finite and flat: the embedder's guard checked it; only its size is compared
             vector = await self.dimensions.check_embedded_query(
-                await self.embedder.embed_query(query)
+                await self.embedder.aembed_query(query)
             )
         return await self.retriever.search(ns, query, vector, plan, self.clock.now())
 
@@ -482,7 +482,7 @@ class AsyncTieredMemory:
         include_archived: bool = False,
         weights: Mapping[str, float] | None = None,
         memory_types: Sequence[MemoryType | str] | None = None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
         record_use: bool = True,
         tiers: Sequence[Tier | str] | None = None,
         ids: Sequence[str] | None = None,
@@ -837,7 +837,7 @@ class AsyncTieredMemory:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         tiers: Sequence[Tier | str] | None = None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
         page: int = 500,
     ) -> AsyncIterator[Memory]:
         """Every memory of `namespace` in `tiers` (default: all four) whose metadata
@@ -851,7 +851,7 @@ class AsyncTieredMemory:
         return self._iterate(ns, frozenset(Tier.parse(t) for t in named), meta, page)
 
     async def _iterate(
-        self, ns: str, tiers: frozenset[Tier], meta: tuple[MetadataFilter, ...], page: int
+        self, ns: str, tiers: frozenset[Tier], meta: tuple[Condition, ...], page: int
     ) -> AsyncIterator[Memory]:
         after: str | None = None
         while tiers & LIVE_TIERS:
@@ -873,7 +873,7 @@ class AsyncTieredMemory:
 
     async def forget_where(
         self,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any],
+        metadata: FilterSpec,
         *,
         namespace: str = DEFAULT_NAMESPACE,
         hard: bool = False,

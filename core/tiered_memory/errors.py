@@ -20,6 +20,14 @@ MemoryValidationError = ValidationError
 both writes `except MemoryValidationError`. The same class, so either name catches it."""
 
 
+class UnsupportedFilterError(ValidationError):
+    """A metadata filter uses an operator, shape or value no store can evaluate exactly.
+
+    Raised instead of dropping or approximating the condition, because a silently
+    ignored filter returns what the caller asked to exclude.
+    """
+
+
 class NotFoundError(TieredMemoryError, KeyError):
     """No such memory in this namespace (ids never cross namespaces)."""
 

@@ -125,7 +125,7 @@ async def prepare(
     measured: int | None = None
     if to_embed:
         # the embedder's guard checked one finite row per text
-        matrix = await embedder.embed_documents([memories[i].content for i in to_embed])
+        matrix = await embedder.aembed_documents([memories[i].content for i in to_embed])
         for row, i in enumerate(to_embed):
             given[i] = matrix[row]
         measured = int(matrix.shape[1])

@@ -6,12 +6,12 @@ the retriever runs it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from . import validation
+from .filters import FilterSpec
 from .models import MemoryType, Tier
 from .policy import FusionWeights
-from .ports import MetadataFilter, SearchFilter
+from .ports import SearchFilter
 from .retrieval import SearchPlan
 from .scoring import resolve_fusion_weights
 
@@ -25,7 +25,7 @@ def search_plan(
     tiers: Sequence[Tier | str] | None = None,
     weights: Mapping[str, float] | None = None,
     memory_types: Sequence[MemoryType | str] | None = None,
-    metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+    metadata: FilterSpec | None = None,
     include_forgotten: bool = False,
     force_ids: frozenset[str] = frozenset(),
     ids: Sequence[str] | None = None,

@@ -18,12 +18,15 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from .epoch import to_micros
+from .filters import Condition
+from .filters import FilterOp as FilterOp  # re-exported: where callers found them first
+from .filters import MetadataFilter as MetadataFilter
 from .models import (
     ArchiveRecord,
     Link,
@@ -38,17 +41,6 @@ from .models import (
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
 
-FilterOp = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "contains", "exists"]
-
-
-@dataclass(frozen=True)
-class MetadataFilter:
-    """One condition on a metadata key; a search's filters are ANDed."""
-
-    key: str
-    op: FilterOp
-    value: Any = None
-
 
 @dataclass(frozen=True)
 class SearchFilter:
@@ -58,7 +50,7 @@ class SearchFilter:
     include_superseded: bool = False
     pinned: bool | None = None  # None: either
     memory_types: frozenset[MemoryType] | None = None
-    metadata: tuple[MetadataFilter, ...] = ()
+    metadata: tuple[Condition, ...] = ()  # ANDed filter trees (`filters`)
     ids: frozenset[str] | None = None  # restrict to these ids
     # Score every vector instead of asking an approximate index (the embedded store's
     # HNSW for namespaces above `ANN_MIN_ROWS`): slower, the exact top k.
@@ -89,7 +81,7 @@ class ScanQuery:
     core: bool | None = None
     superseded: bool | None = None
     used: bool | None = None  # use_count > 0
-    metadata: tuple[MetadataFilter, ...] = ()
+    metadata: tuple[Condition, ...] = ()
     after_id: str | None = None
     limit: int = 500
 
@@ -357,7 +349,7 @@ class MemoryStore(Protocol):
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
-        metadata: tuple[MetadataFilter, ...] = (),
+        metadata: tuple[Condition, ...] = (),
     ) -> list[ArchiveRecord]:
         """Archive records by id, after `after_id`; with `flags_unknown`, only those
         whose flags are not known yet (archived before records kept them); only those
@@ -624,11 +616,16 @@ class Summarizer(Protocol):
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Text to L2-normalisable float32 vectors; queries and documents may differ."""
+    """Text to L2-normalisable vectors; queries and documents may differ.
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix: ...
+    The names are LangChain's async ones, so a LangChain `Embeddings` is an Embedder as
+    it stands. Rows may come back as a float32 matrix or as lists of floats (the
+    engine's guard reads either); `embeddings.as_embedder` adapts synchronous ones.
+    """
 
-    async def embed_query(self, text: str) -> Vector: ...
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix: ...
+
+    async def aembed_query(self, text: str) -> Vector: ...
 
 
 @runtime_checkable

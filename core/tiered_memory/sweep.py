@@ -275,7 +275,7 @@ class Sweep:
             SummaryRequest(content=joined, memory_type=group[0].memory_type)
         )
         text = summary.text.strip() or joined[: self.policy.limits.max_content_chars]
-        vector = (await self.embedder.embed_documents([text]))[0]
+        vector = (await self.embedder.aembed_documents([text]))[0]
         types = [m.memory_type for m in group]
         merged = Memory(
             namespace=ns,

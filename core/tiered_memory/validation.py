@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from .errors import DimensionMismatchError, ValidationError
+from .filters import Condition, is_condition, leaves, parse_filter
 from .models import utc
 from .namespaces import Namespace as Namespace  # re-exported: the boundary's value types
 from .namespaces import check_namespace as check_namespace
 from .policy import Limits
-from .ports import MetadataFilter, Vector
+from .ports import Vector
 
 
 class MemoryId(str):
@@ -151,22 +152,25 @@ def check_int64(value: Any, what: str) -> None:
         )
 
 
-def check_filters(metadata: Any) -> tuple[MetadataFilter, ...]:
-    """Metadata filters: a dict of key -> value (equality), or a list of MetadataFilter.
-    Keys and text values must be encodable; each store checks the ops and value types."""
+def check_filters(metadata: Any) -> tuple[Condition, ...]:
+    """Metadata filters, as ANDed condition trees: a Mongo-style dict (`{"k": v}` is
+    equality; operators and $and/$or/$not as in `filters.parse_filter`), one condition,
+    or a list of them. Keys and text values must be encodable; each store checks the
+    value types its operators take."""
     if metadata is None:
         return ()
     if isinstance(metadata, Mapping):
-        filters = tuple(MetadataFilter(key, "eq", value) for key, value in metadata.items())
-    elif isinstance(metadata, (list, tuple)) and all(
-        isinstance(f, MetadataFilter) for f in metadata
-    ):
+        filters = parse_filter(metadata)
+    elif is_condition(metadata):
+        filters = (metadata,)
+    elif isinstance(metadata, (list, tuple)) and all(is_condition(f) for f in metadata):
         filters = tuple(metadata)
     else:
         raise ValidationError(
-            "metadata filters must be a dict of key: value, or a list of MetadataFilter"
+            "metadata filters must be a dict ({'k': v}, {'k': {'$in': [...]}}, "
+            "{'$or': [...]}), or a list of tiered_memory.filters conditions"
         )
-    for f in filters:
+    for f in leaves(filters):
         if not isinstance(f.key, str):
             raise ValidationError(f"a metadata filter key must be a string, got {f.key!r}")
         scalars = _scalars(f.value)

@@ -117,12 +117,12 @@ async def test_each_summary_finds_its_own_record(
         records = await amem.store.scan_archives(NS, limit=100)
         assert len(records) == len(TEXTS)
         for record in records:
-            query = await amem.embedder.embed_query(record.summary)
+            query = await amem.embedder.aembed_query(record.summary)
             hits = await amem.store.search_archives(NS, query, k=3)
             assert hits[0].record.id == record.id
             assert hits[0].score == pytest.approx(1.0, abs=0.01)  # calibrated
             # the other scores estimate the float cosines
-            float_vectors = await amem.embedder.embed_documents([h.record.summary for h in hits])
+            float_vectors = await amem.embedder.aembed_documents([h.record.summary for h in hits])
             for hit, vector in zip(hits, float_vectors, strict=True):
                 assert hit.score == pytest.approx(float(np.dot(query, vector)), abs=0.15)
         # a deep search that only archived records can answer
@@ -206,7 +206,7 @@ async def test_a_version_1_file_and_original_still_load_and_restore(
         data = encode_document(_v1_document(before, links, clock.now()))
         await amem.objects.put(NS, m.id, data)
         summary = (await amem.store.get_archives(NS, [m.id]))[m.id].summary
-        exact_summary_vector = (await amem.embedder.embed_documents([summary]))[0]
+        exact_summary_vector = (await amem.embedder.aembed_documents([summary]))[0]
         old = (await amem.store.get_archives(NS, [m.id]))[m.id].model_copy(
             update={
                 "summary_embedding": [float(x) for x in exact_summary_vector],

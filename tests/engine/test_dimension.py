@@ -44,11 +44,11 @@ class Undeclared:
         self.inner = HashingEmbedder(dimension)
         self.calls = 0
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         self.calls += 1
         return self.inner.embed_sync(texts)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         self.calls += 1
         return self.inner.embed_sync([text])[0]
 

@@ -177,7 +177,7 @@ def test_dry_run_reports_and_estimates_without_changing_anything(
 
 STEPS = [
     ("summarizer", "summarize"),
-    ("embedder", "embed_documents"),
+    ("embedder", "aembed_documents"),
     ("objects", "put"),
     ("objects", "head"),
     ("graph", "drop_nodes"),

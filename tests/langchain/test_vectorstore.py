@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
 
 from langchain_tiered_memory import TieredMemoryVectorStore
 from langchain_tiered_memory.vectorstores import vectorstore_policy
 from tiered_memory import (
+    ConfigurationError,
     HashingEmbedder,
     ManualClock,
     Policy,
@@ -75,8 +78,93 @@ def test_scores_are_the_final_memory_score(docs_store: TieredMemoryVectorStore) 
     scores = [s for _, s in results]
     assert scores == sorted(scores, reverse=True)
     assert all(0.0 <= s <= 1.0 for s in scores)
-    relevance = docs_store.similarity_search_with_relevance_scores("beta", k=3)
-    assert [s for _, s in relevance] == scores
+
+
+def test_relevance_scores_are_the_cosine_in_0_1_and_do_not_drift(
+    docs_store: TieredMemoryVectorStore, clock: ManualClock
+) -> None:
+    """An exact match scores 1 (it scored the decayed fused score, about 0.905, and
+    kept falling as the document aged), unrelated text about 0.5, and a week later
+    the numbers are the same, so a score_threshold keeps meaning the same."""
+    docs_store.add_texts(["alpha", "beta", "gamma"], ids=["1", "2", "3"])
+    clock.advance(timedelta(hours=1))
+    before = docs_store.similarity_search_with_relevance_scores("beta", k=3)
+    assert before[0][0].id == "2"
+    assert before[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert all(0.0 <= s <= 1.0 for _, s in before)
+    assert all(s < 0.9 for _, s in before[1:])  # random fake vectors: near 0.5
+    clock.advance(timedelta(days=7))
+    after = docs_store.similarity_search_with_relevance_scores("beta", k=3)
+    assert {d.id: s for d, s in after} == pytest.approx({d.id: s for d, s in before})
+    kept = docs_store.similarity_search_with_relevance_scores("beta", k=3, score_threshold=0.99)
+    assert [d.id for d, _ in kept] == ["2"]
+
+
+async def test_async_relevance_scores(docs_store: TieredMemoryVectorStore) -> None:
+    await docs_store.aadd_texts(["alpha", "beta"], ids=["1", "2"])
+    [(doc, score), _] = await docs_store.asimilarity_search_with_relevance_scores("alpha", k=2)
+    assert doc.id == "1"
+    assert score == pytest.approx(1.0, abs=1e-5)
+
+
+def _mmr_store(tmp_path: Path) -> TieredMemoryVectorStore:
+    store = TieredMemoryVectorStore.embedded(tmp_path / "mmr.db", HashingEmbedder(64))
+    store.add_texts(
+        [
+            "green tea from Japan",
+            "green tea from Japan, sencha",
+            "green tea from Japan, matcha",
+            "black coffee from Kenya",
+        ],
+        ids=["t1", "t2", "t3", "c"],
+        metadatas=[{"kind": "tea"}, {"kind": "tea"}, {"kind": "tea"}, {"kind": "coffee"}],
+    )
+    return store
+
+
+def test_mmr_trades_relevance_for_diversity(tmp_path: Path) -> None:
+    with _mmr_store(tmp_path) as store:
+        similar = store.similarity_search("green tea from Japan", k=2)
+        assert next(d.id for d in similar) == "t1"
+        assert similar[1].id in {"t2", "t3"}
+        diverse = store.max_marginal_relevance_search(
+            "green tea from Japan", k=2, fetch_k=4, lambda_mult=0.1
+        )
+        assert [d.id for d in diverse] == ["t1", "c"]
+        relevant = store.max_marginal_relevance_search(
+            "green tea from Japan", k=2, fetch_k=4, lambda_mult=1.0
+        )
+        assert [d.id for d in relevant] == [d.id for d in similar]
+        retriever = store.as_retriever(
+            search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4, "lambda_mult": 0.1}
+        )
+        assert [d.id for d in retriever.invoke("green tea from Japan")] == ["t1", "c"]
+        filtered = store.max_marginal_relevance_search(
+            "green tea from Japan", k=2, fetch_k=4, lambda_mult=0.1, filter={"kind": "tea"}
+        )
+        assert {d.id for d in filtered} <= {"t1", "t2", "t3"}
+        assert len(filtered) == 2
+        with pytest.raises(ValidationError, match="lambda_mult"):
+            store.max_marginal_relevance_search("tea", lambda_mult=2)
+
+
+async def test_mmr_async_and_by_vector(tmp_path: Path) -> None:
+    with _mmr_store(tmp_path) as store:
+        vector = HashingEmbedder(64).embed_query("green tea from Japan")
+        by_vector = store.max_marginal_relevance_search_by_vector(
+            vector, k=2, fetch_k=4, lambda_mult=0.1
+        )
+        assert [d.id for d in by_vector] == ["t1", "c"]
+        found = await store.amax_marginal_relevance_search(
+            "green tea from Japan", k=2, fetch_k=4, lambda_mult=0.1
+        )
+        assert [d.id for d in found] == ["t1", "c"]
+        found = await store.amax_marginal_relevance_search_by_vector(
+            vector, k=2, fetch_k=4, lambda_mult=0.1
+        )
+        assert [d.id for d in found] == ["t1", "c"]
+        retriever = store.as_retriever(search_type="mmr", search_kwargs={"k": 1})
+        assert [d.id for d in await retriever.ainvoke("black coffee")] == ["c"]
 
 
 def test_filter_and_search_by_vector(docs_store: TieredMemoryVectorStore) -> None:
@@ -179,10 +267,48 @@ def test_wrapping_an_existing_memory(mem: TieredMemory) -> None:
     store = TieredMemoryVectorStore(mem, namespace="kb")
     store.add_texts(["The office is in Leeds"], ids=["office"])
     assert mem.get("office", namespace="kb") is not None
-    assert store.embeddings is None  # a HashingEmbedder is not a LangChain Embeddings
+    # the embedder the memory really uses, which is a LangChain Embeddings
+    assert store.embeddings is mem.aio.embedding_model
+    assert isinstance(store.embeddings, Embeddings)
     store.close()  # not ours: the memory stays open
     assert mem.get("office", namespace="kb") is not None
     assert isinstance(mem.aio.embedder.inner, HashingEmbedder)  # behind the engine's guard
+
+
+def test_a_wrapped_memory_with_the_vectorstore_policy_returns_k(tmp_path: Path) -> None:
+    """The default policy's noise floor drops far documents (documented); with
+    `vectorstore_policy()` a wrapped memory returns k when k exist, as from_texts does."""
+    texts = ["red apples", "the quarterly budget review", "Ava plays the violin", "tax"]
+    with TieredMemory.embedded(
+        tmp_path / "w.db", embedder=HashingEmbedder(64), policy=vectorstore_policy()
+    ) as mem:
+        store = TieredMemoryVectorStore(mem, namespace="kb")
+        store.add_texts(texts)
+        assert len(store.similarity_search("red apples", k=4)) == 4
+    built = TieredMemoryVectorStore.from_texts(texts, HashingEmbedder(64))
+    with built:
+        assert len(built.similarity_search("red apples", k=4)) == 4
+
+
+def test_an_embedder_other_than_the_memorys_is_refused(mem: TieredMemory) -> None:
+    with pytest.raises(ConfigurationError, match="embeds with HashingEmbedder"):
+        TieredMemoryVectorStore(mem, embedding=DeterministicFakeEmbedding(size=8))
+    with pytest.raises(ConfigurationError, match="embeds with HashingEmbedder"):
+        TieredMemoryVectorStore.from_texts(["x"], DeterministicFakeEmbedding(size=8), memory=mem)
+
+
+def test_a_core_embedder_without_sync_methods_is_reported_wrapped(tmp_path: Path) -> None:
+    class AsyncOnly:
+        async def aembed_documents(self, texts: list[str]) -> Any:
+            return HashingEmbedder(16).embed_sync(texts)
+
+        async def aembed_query(self, text: str) -> Any:
+            return HashingEmbedder(16).embed_sync([text])[0]
+
+    with TieredMemory.embedded(tmp_path / "a.db", embedder=AsyncOnly()) as mem:
+        embeddings = TieredMemoryVectorStore(mem).embeddings
+        assert isinstance(embeddings, Embeddings)
+        assert embeddings.embed_query("tea") == HashingEmbedder(16).embed_query("tea")
 
 
 def test_a_refused_replacement_keeps_the_stored_document(

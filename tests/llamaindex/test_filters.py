@@ -15,7 +15,8 @@ from llama_index.core.vector_stores.types import (
 from llamaindex_tiered_memory import UnsupportedFilterError
 from llamaindex_tiered_memory._filters import CoreFilters, to_core_filters
 from tiered_memory import Tier, TieredMemoryError, ValidationError
-from tiered_memory.ports import MetadataFilter as Core
+from tiered_memory.filters import AllOf, AnyOf, Not
+from tiered_memory.filters import MetadataFilter as Core
 
 
 def f(key: str, value: Any, op: FilterOperator = FilterOperator.EQ) -> MetadataFilter:
@@ -60,7 +61,12 @@ def test_list_operators(op: FilterOperator, core_op: str) -> None:
 
 def test_all_becomes_one_contains_per_value() -> None:
     out = to_core_filters(filters(f("tags", ["a", "b"], FilterOperator.ALL)))
-    assert out.metadata == (Core("tags", "contains", "a"), Core("tags", "contains", "b"))
+    assert out.metadata == (AllOf((Core("tags", "contains", "a"), Core("tags", "contains", "b"))),)
+
+
+def test_any_becomes_contains_any_value() -> None:
+    out = to_core_filters(filters(f("tags", ["a", "b"], FilterOperator.ANY)))
+    assert out.metadata == (AnyOf((Core("tags", "contains", "a"), Core("tags", "contains", "b"))),)
 
 
 def test_any_with_one_value_is_contains() -> None:
@@ -71,7 +77,6 @@ def test_any_with_one_value_is_contains() -> None:
 @pytest.mark.parametrize(
     ("op", "value"),
     [
-        (FilterOperator.ANY, ["a", "b"]),
         (FilterOperator.TEXT_MATCH, "abc"),
         (FilterOperator.TEXT_MATCH_INSENSITIVE, "abc"),
         (FilterOperator.IS_EMPTY, None),
@@ -93,15 +98,15 @@ def test_and_is_the_default_and_none_condition_means_and() -> None:
     assert set(out.metadata) == {Core("a", "eq", 1), Core("b", "eq", 2)}
 
 
-@pytest.mark.parametrize("condition", [FilterCondition.OR, FilterCondition.NOT])
-def test_or_and_not_raise(condition: FilterCondition) -> None:
-    with pytest.raises(UnsupportedFilterError, match=condition.value):
-        to_core_filters(filters(f("a", 1), f("b", 2), condition=condition))
-
-
-def test_not_of_a_single_filter_still_raises() -> None:
-    with pytest.raises(UnsupportedFilterError, match="not"):
-        to_core_filters(filters(f("a", 1), condition=FilterCondition.NOT))
+def test_or_is_any_of_and_not_is_none_of() -> None:
+    """LlamaIndex's NOT means none of the filters match (its own simple store)."""
+    a, b = Core("a", "eq", 1), Core("b", "eq", 2)
+    out = to_core_filters(filters(f("a", 1), f("b", 2), condition=FilterCondition.OR))
+    assert out.metadata == (AnyOf((a, b)),)
+    out = to_core_filters(filters(f("a", 1), f("b", 2), condition=FilterCondition.NOT))
+    assert out.metadata == (Not(AnyOf((a, b))),)
+    out = to_core_filters(filters(f("a", 1), condition=FilterCondition.NOT))
+    assert out.metadata == (Not(AnyOf((a,))),)
 
 
 def test_or_of_a_single_filter_is_that_filter() -> None:
@@ -115,9 +120,19 @@ def test_nested_and_groups_flatten() -> None:
     assert set(out.metadata) == {Core("a", "eq", 1), Core("b", "eq", 2), Core("c", "gt", 3)}
 
 
-def test_nested_or_group_raises_even_inside_and() -> None:
-    nested = filters(f("a", 1), filters(f("b", 2), f("c", 3), condition=FilterCondition.OR))
-    with pytest.raises(UnsupportedFilterError, match="or"):
+def test_nested_groups_keep_their_shape() -> None:
+    nested = filters(
+        f("a", 1),
+        filters(f("b", 2), filters(f("c", 3), f("d", 4)), condition=FilterCondition.OR),
+    )
+    out = to_core_filters(nested)
+    inner = AllOf((Core("c", "eq", 3), Core("d", "eq", 4)))
+    assert out.metadata == (Core("a", "eq", 1), AnyOf((Core("b", "eq", 2), inner)))
+
+
+def test_a_tier_filter_under_or_raises() -> None:
+    nested = filters(f("a", 1), f("tier", "hot"), condition=FilterCondition.OR)
+    with pytest.raises(UnsupportedFilterError, match="tier"):
         to_core_filters(nested)
 
 

@@ -121,13 +121,35 @@ def test_metadata_filters_restrict_the_query(index: VectorStoreIndex) -> None:
     assert [r.node.ref_doc_id for r in recent_work] == ["d-falcon"]
 
 
-def test_unsupported_filters_raise_instead_of_being_dropped(index: VectorStoreIndex) -> None:
+def test_or_and_not_filters_query_get_and_delete(index: VectorStoreIndex) -> None:
+    """OR and NOT used to raise; now they are the core's trees, evaluated in the
+    store's own query by search, get_nodes and delete_nodes alike."""
     either = MetadataFilters(
-        filters=[MetadataFilter(key="topic", value="work"), MetadataFilter(key="year", value=1)],
+        filters=[
+            MetadataFilter(key="topic", value="family"),
+            MetadataFilter(key="year", value=2026),
+        ],
         condition=FilterCondition.OR,
     )
-    with pytest.raises(UnsupportedFilterError, match="'or'"):
-        index.as_retriever(filters=either).retrieve("anything")
+    found = index.as_retriever(filters=either, similarity_top_k=5).retrieve(
+        "Ava plays the violin; Project Falcon ships; the budget review"
+    )
+    assert sorted(r.node.ref_doc_id for r in found) == ["d-ava", "d-falcon"]
+    store = index.vector_store
+    assert sorted(n.ref_doc_id for n in store.get_nodes(filters=either)) == ["d-ava", "d-falcon"]
+    neither = MetadataFilters(filters=either.filters, condition=FilterCondition.NOT)
+    assert [n.ref_doc_id for n in store.get_nodes(filters=neither)] == ["d-budget"]
+    store.delete_nodes(filters=neither)
+    remaining = store.get_nodes()
+    assert sorted(n.ref_doc_id for n in remaining) == ["d-ava", "d-falcon"]
+
+
+def test_unsupported_filters_raise_instead_of_being_dropped(index: VectorStoreIndex) -> None:
+    text = MetadataFilters(
+        filters=[MetadataFilter(key="topic", value="wo", operator=FilterOperator.TEXT_MATCH)]
+    )
+    with pytest.raises(UnsupportedFilterError, match="text_match"):
+        index.as_retriever(filters=text).retrieve("anything")
 
 
 def test_delete_ref_doc_removes_that_documents_nodes_only(
@@ -478,10 +500,10 @@ class NoQueryEmbedder:
     def __init__(self) -> None:
         self.inner = HashingEmbedder(DIM)
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         return self.inner.embed_sync(texts)
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         raise AssertionError("the engine embedded a query the index had already embedded")
 
 

@@ -329,11 +329,11 @@ class OddEmbedder:
     def __init__(self, make: Callable[[int], Any]) -> None:
         self.make = make
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         result: Matrix = self.make(len(texts))
         return result
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         rows = self.make(1)
         first: Vector = rows[0] if isinstance(rows, np.ndarray) and rows.ndim == 2 else rows
         return first
@@ -345,7 +345,8 @@ def _raise(n: int) -> Any:
 
 ODD_OUTPUTS: dict[str, Callable[[int], Any]] = {
     "raises": _raise,
-    "a list": lambda n: [[0.1] * DIM for _ in range(n)],
+    # lists of floats are LangChain's return type, and read; lists of anything else are not
+    "a list of text": lambda n: [["a"] * DIM for _ in range(n)],
     "None": lambda n: None,
     "too few rows": lambda n: np.ones((max(n - 1, 0), DIM), dtype=np.float32),
     "three dimensions": lambda n: np.ones((n, DIM, 2), dtype=np.float32),
@@ -373,11 +374,11 @@ def test_an_embedder_that_misbehaves_is_named(
 
 
 class HangingEmbedder:
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
-    async def embed_query(self, text: str) -> Vector:
+    async def aembed_query(self, text: str) -> Vector:
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
@@ -559,7 +560,7 @@ def test_a_search_checks_its_query_vector_once(
     probe.mem.add_many([f"fact {i} about the boiler" for i in range(10)])
     calls.clear()
     probe.mem.search("boiler", deep=True, include_archived=True)
-    assert calls == ["guard:embed_query"]
+    assert calls == ["guard:aembed_query"]
     calls.clear()
     probe.mem.search("boiler", deep=True, query_embedding=np.ones(DIM, dtype=np.float32))
     assert calls == ["query_embedding"]

@@ -471,13 +471,13 @@ class FailingEmbedder:
         self.inner = HashingEmbedder()
         self.dimension = self.inner.dimension
 
-    async def embed_documents(self, texts: Sequence[str]) -> Matrix:
+    async def aembed_documents(self, texts: Sequence[str]) -> Matrix:
         if any("boom" in t for t in texts):
             raise BackendUnavailableError("the embedding service is down")
-        return await self.inner.embed_documents(texts)
+        return await self.inner.aembed_documents(texts)
 
-    async def embed_query(self, text: str) -> Vector:
-        return await self.inner.embed_query(text)
+    async def aembed_query(self, text: str) -> Vector:
+        return await self.inner.aembed_query(text)
 
 
 KEYS_PER_WRITER = 6

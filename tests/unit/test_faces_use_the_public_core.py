@@ -23,6 +23,7 @@ PUBLIC_CORE_MODULES = frozenset(
         "tiered_memory.capture",
         "tiered_memory.embeddings",
         "tiered_memory.errors",
+        "tiered_memory.filters",
         "tiered_memory.ports",
         "tiered_memory.validation",
     }

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tiered_memory.errors import DimensionMismatchError, NotFoundError, ValidationError
+from tiered_memory.filters import Condition
 from tiered_memory.models import ArchiveRecord, Memory
-from tiered_memory.ports import MetadataFilter, ScoredArchive, SearchFilter, Vector
+from tiered_memory.ports import ScoredArchive, SearchFilter, Vector
 from tiered_memory.validation import check_id, check_k, check_namespace, check_vector
 
 from .archive_rows import FLAGS_UNKNOWN, UPDATE, UPSERT, archive_row, keep_code, records, select
@@ -174,7 +175,7 @@ class ArchiveTable:
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
-        metadata: tuple[MetadataFilter, ...] = (),
+        metadata: tuple[Condition, ...] = (),
     ) -> list[ArchiveRecord]:
         ns = check_namespace(namespace)
         check_k(limit, "limit")

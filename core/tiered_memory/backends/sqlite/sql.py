@@ -15,8 +15,9 @@ from typing import Any
 
 from tiered_memory.epoch import to_micros
 from tiered_memory.errors import ValidationError
+from tiered_memory.filters import AllOf, AnyOf, Condition, MetadataFilter, Not
 from tiered_memory.models import Tier
-from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
+from tiered_memory.ports import ScanQuery, SearchFilter
 from tiered_memory.validation import check_int64
 
 
@@ -95,8 +96,33 @@ NUL_ESCAPE = "\\u0000"
 MATCH_FUNCTION = "tm_metadata_match"
 
 
-def metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list[Any]]:
-    """One metadata condition (see `_metadata_sql`), exact for text holding U+0000 too."""
+def metadata_sql(condition: Condition, alias: str = "m") -> tuple[str, list[Any]]:
+    """One metadata filter tree as one SQL expression (0 or 1, never NULL, so NOT and
+    OR mean what they say); each leaf as in `_leaf_sql`."""
+    if isinstance(condition, MetadataFilter):
+        return _leaf_sql(condition, alias)
+    if isinstance(condition, Not):
+        sql, params = metadata_sql(condition.condition, alias)
+        return f"(NOT {sql})", params
+    if isinstance(condition, (AllOf, AnyOf)):
+        if not condition.conditions:
+            return ("1" if isinstance(condition, AllOf) else "0"), []
+        parts: list[str] = []
+        params = []
+        for part in condition.conditions:
+            sql, values = metadata_sql(part, alias)
+            parts.append(sql)
+            params.extend(values)
+        joiner = " AND " if isinstance(condition, AllOf) else " OR "
+        return f"({joiner.join(parts)})", params
+    raise ValidationError(
+        f"a metadata filter must be a tiered_memory.filters condition, got "
+        f"{type(condition).__name__}"
+    )
+
+
+def _leaf_sql(condition: MetadataFilter, alias: str) -> tuple[str, list[Any]]:
+    """One leaf (see `_metadata_sql`), exact for text holding U+0000 too."""
     value = condition.value
     if condition.op in ("in", "nin"):
         if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
@@ -107,7 +133,7 @@ def metadata_sql(condition: MetadataFilter, alias: str = "m") -> tuple[str, list
     sql, params = _metadata_sql(condition, alias)  # checks the condition
     spec = json.dumps([condition.key, condition.op, value], ensure_ascii=False)
     if NUL_ESCAPE in spec:
-        return f"{MATCH_FUNCTION}({alias}.metadata, ?)", [spec]
+        return f"({MATCH_FUNCTION}({alias}.metadata, ?))", [spec]
     return (
         f"(CASE WHEN instr({alias}.metadata, '{NUL_ESCAPE}') > 0 "
         f"THEN {MATCH_FUNCTION}({alias}.metadata, ?) ELSE {sql} END)",

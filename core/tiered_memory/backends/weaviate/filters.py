@@ -18,6 +18,10 @@ Metadata semantics (the property layout is in `mapping`):
   value, a substring of a string stored there.
 - `exists`: value True or None: the key is present (any value, null included); False:
   absent.
+- `AllOf`/`AnyOf` are `Filter.all_of`/`any_of`. `Not` is pushed to the leaves first
+  (`filters.negation_normal_form`): eq/ne, in/nin and exists have exact complements,
+  so only a negated range or contains needs Weaviate's own NOT (`Filter.not_`, which
+  needs Weaviate 1.33 or later).
 String values are matched through Weaviate's `field` tokenisation, which trims
 surrounding whitespace, so empty strings and strings with surrounding whitespace are
 refused rather than silently matched loosely; `contains` refuses the `*` and `?`
@@ -34,8 +38,17 @@ from typing import Any
 from weaviate.classes.query import Filter, FilterReturn
 
 from tiered_memory.errors import ValidationError
+from tiered_memory.filters import (
+    AllOf,
+    AnyOf,
+    Condition,
+    MetadataFilter,
+    Not,
+    leaves,
+    negation_normal_form,
+)
 from tiered_memory.models import LIVE_TIERS, MemoryType, Tier, utc
-from tiered_memory.ports import MetadataFilter, ScanQuery, SearchFilter
+from tiered_memory.ports import ScanQuery, SearchFilter
 from tiered_memory.validation import check_int64
 
 from .mapping import MetaKind, id_key, meta_property, object_uuid
@@ -192,8 +205,43 @@ def _range(prop: str, op: str, value: Scalar) -> FilterReturn:
     return by.less_or_equal(value)
 
 
-def metadata_condition(f: MetadataFilter) -> FilterReturn | None:
-    """One metadata condition; None when it constrains nothing (an empty `nin`)."""
+def metadata_condition(condition: Condition) -> FilterReturn | None:
+    """One metadata filter tree; None when it constrains nothing (an empty `nin`).
+    Raises `NoMatches` when nothing can match it (an empty `in`)."""
+    return _tree(negation_normal_form(condition))
+
+
+def _tree(condition: Condition) -> FilterReturn | None:
+    if isinstance(condition, MetadataFilter):
+        return _leaf(condition)
+    if isinstance(condition, Not):  # a range or contains, after negation_normal_form
+        inner = _tree(condition.condition)
+        if inner is None:  # NOT(everything)
+            raise NoMatches
+        return Filter.not_(inner)
+    if isinstance(condition, AllOf):
+        parts = [p for p in (_tree(c) for c in condition.conditions) if p is not None]
+        return all_of(parts)
+    if isinstance(condition, AnyOf):
+        kept: list[FilterReturn] = []
+        for part in condition.conditions:
+            try:
+                translated = _tree(part)
+            except NoMatches:  # one impossible branch does not empty an OR
+                continue
+            if translated is None:  # one branch matches everything: so does the OR
+                return None
+            kept.append(translated)
+        if not kept:
+            raise NoMatches
+        return kept[0] if len(kept) == 1 else Filter.any_of(kept)
+    raise ValidationError(
+        f"a metadata filter must be a tiered_memory.filters condition, got "
+        f"{type(condition).__name__}"
+    )
+
+
+def _leaf(f: MetadataFilter) -> FilterReturn | None:
     key, op, value = f.key, f.op, f.value
     if not isinstance(key, str) or not key:
         raise ValidationError("a metadata filter needs a non-empty string key")
@@ -245,11 +293,11 @@ def metadata_condition(f: MetadataFilter) -> FilterReturn | None:
     )
 
 
-def metadata_properties(filters: Sequence[MetadataFilter]) -> dict[str, MetaKind]:
+def metadata_properties(filters: Sequence[Condition]) -> dict[str, MetaKind]:
     """The typed metadata properties these filters read; they must exist in the schema
     before a query names them, or Weaviate rejects the query."""
     out: dict[str, MetaKind] = {}
-    for f in filters:
+    for f in leaves(filters):
         if f.op in ("eq", "ne", "gt", "gte", "lt", "lte"):
             kind = _scalar_kind(f.value, op=f.op, key=f.key)
             out[meta_property(f.key, kind)] = kind

@@ -67,6 +67,7 @@ from tiered_memory.errors import (
     ValidationError,
     missing_extra,
 )
+from tiered_memory.filters import Condition
 from tiered_memory.models import (
     ACTIVE_TIERS,
     LIVE_TIERS,
@@ -84,7 +85,6 @@ from tiered_memory.ports import (
     Matrix,
     MemoryFacts,
     MemoryPatch,
-    MetadataFilter,
     ScanQuery,
     ScoredArchive,
     ScoredMemory,
@@ -1361,7 +1361,7 @@ class WeaviateMemoryStore:
         after_id: str | None = None,
         limit: int = 500,
         flags_unknown: bool = False,
-        metadata: tuple[MetadataFilter, ...] = (),
+        metadata: tuple[Condition, ...] = (),
     ) -> list[ArchiveRecord]:
         if limit < 1:
             return []
