@@ -27,6 +27,7 @@ from tiered_memory.engine import MemoryInput
 from tiered_memory.models import LIVE_TIERS, MemoryType
 from tiered_memory.ports import SearchFilter
 
+from . import peers
 from .baselines import BruteForce, FlatIndex, LangChainFlat, LlamaIndexFlat
 from .common import RESULTS, Stopwatch, markdown_table, rss_mb, status, write_json
 from .synthetic import DIM, Corpus, make_corpus
@@ -117,12 +118,14 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
         try:
             # -- bulk load: dedup and linking off ------------------------------------------
             load = Stopwatch()
+            row_of: dict[str, int] = {}  # memory id -> corpus row, to score recall@10
             batches = range(0, n, BATCH)
             for b, start in enumerate(batches):
                 clock.set(T0 + SPAN * (b / max(1, len(batches))))
                 items = _inputs(corpus, range(start, min(n, start + BATCH)), types, importance)
                 with load.time():
-                    await mem.add_many(items, namespace=NS, dedup=False, link=False)
+                    added = await mem.add_many(items, namespace=NS, dedup=False, link=False)
+                row_of.update((m.id, start + j) for j, m in enumerate(added))
                 if b % 100 == 99:
                     status(f"  loaded {start + BATCH:,} ({(start + BATCH) / load.total:,.0f}/s)")
             end = T0 + SPAN
@@ -135,6 +138,8 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
             start = time.perf_counter()
             await mem.search(q_texts[0], namespace=NS, k=10, query_embedding=q_vectors[0])
             out["first_search_s"] = time.perf_counter() - start
+            # the vector search alone, on exactly the n vectors the peers hold
+            out.update(await _vector_search(mem, q_vectors, row_of))
 
             # -- dedup + autolink on, into the full store -----------------------------------
             on = Stopwatch()
@@ -261,6 +266,25 @@ async def _recall_at_10(mem: AsyncTieredMemory, queries: npt.NDArray[np.float32]
     return hits / total if total else 1.0
 
 
+async def _vector_search(
+    mem: AsyncTieredMemory, q_vectors: np.ndarray, row_of: dict[str, int]
+) -> dict[str, Any]:
+    """Our store's vector search on its own (no lexical search, ranking or packing):
+    the peers' operation, and what `peers.fixed_cost_ms` subtracts from a recall."""
+    watch, found = Stopwatch(), []
+    for i, q in enumerate(q_vectors):
+        timed = watch if i >= peers.WARMUP else Stopwatch()
+        with timed.time():
+            hits = await mem.store.vector_search(NS, q, tiers=LIVE_TIERS, k=10)
+        if i >= peers.WARMUP:
+            found.append([row_of[h.memory.id] for h in hits])
+    return {
+        "vector_search_p50_ms": watch.p(50),
+        "vector_search_p95_ms": watch.p(95),
+        "vector_search_found": found,
+    }
+
+
 def _queries(n: int, args: argparse.Namespace) -> int:
     """Timed queries per system: fewer above 100k, where one query takes a second."""
     return args.queries if n <= args.framework_max else min(args.queries, 40)
@@ -301,6 +325,7 @@ def _baseline(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    peers.parse_peers(args.peers)  # a misspelt peer fails now, not after the first N
     results: list[dict[str, Any]] = []
     for n in sizes:
         status(f"scale: N = {n:,}: building the corpus")
@@ -318,7 +343,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 baselines.append(_baseline(cls, n, corpus, slow_queries))
         for b in baselines:
             status(f"  {b['name']}: p50 {b['search_p50_ms']:.1f} ms")
-        results.append({"n": n, "ours": ours, "baselines": baselines})
+        entry = {"n": n, "ours": ours, "baselines": baselines}
+        entry.update(_peers(n, corpus, ours, args))
+        results.append(entry)
         del corpus
         gc.collect()
 
@@ -328,6 +355,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     write_json("scale", payload, Path(args.out))
     plot(results, Path(args.out))
     return payload
+
+
+def _peers(
+    n: int, corpus: Corpus, ours: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The other stores, each in its own process, on ours' first n vectors and its
+    queries; our vector search is scored against the same exact answers."""
+    q_vectors, _ = corpus.queries(np.random.default_rng(5), _queries(n, args) + peers.WARMUP)
+    vectors = corpus.vectors[:n]
+    status(f"scale: N = {n:,}: exact answers for recall@10")
+    truth = peers.exact_top_k(vectors, q_vectors[peers.WARMUP :])
+    ours["vector_search_recall_at_10"] = peers.recall_at_k(ours.pop("vector_search_found"), truth)
+    ours["fixed_cost_ms"] = peers.fixed_cost_ms(ours)
+    chosen = peers.parse_peers(args.peers)
+    status(f"scale: N = {n:,}: peers {', '.join(p.name for p in chosen) or '(none)'}")
+    found = peers.run_peers(
+        chosen,
+        vectors,
+        corpus.texts[:n],
+        q_vectors,
+        truth=truth,
+        timeout=args.peer_timeout,
+        folder=Path(args.peer_dir) if args.peer_dir else None,
+    )
+    return {
+        "dim": DIM,
+        "peers": found["rows"],
+        "bandwidth": found["bandwidth"],
+        "scan_bound_ms": found["scan_bound_ms"],
+    }
 
 
 def _brute(entry: dict[str, Any]) -> dict[str, Any]:
@@ -456,8 +513,14 @@ def render(results: list[dict[str, Any]]) -> str:
         ],
         mem_rows,
     )
+    side_by_side = peers.table(results)
     return (
-        "### Latency\n\n"
+        (
+            "### Beside the stores users would pick instead\n\n" + side_by_side + "\n\n"
+            if side_by_side
+            else ""
+        )
+        + "### Latency\n\n"
         + latency
         + "\n\n### add_many throughput (embedding excluded)\n\n"
         + adds
@@ -525,5 +588,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sweep-max", type=int, default=200_000, help="largest N whose sweep is measured"
+    )
+    parser.add_argument(
+        "--peers",
+        default="all",
+        help=f"other stores to measure, each in its own process: all, none, or of "
+        f"{peers.DEFAULT_PEERS}",
+    )
+    parser.add_argument(
+        "--peer-timeout", type=float, default=3600.0, help="seconds before a peer is stopped"
+    )
+    parser.add_argument(
+        "--peer-dir", default=None, help="folder for the peers' data and stores (default: tmp)"
     )
     parser.add_argument("--out", default=str(RESULTS), help="folder for JSON and PNG")
