@@ -1213,7 +1213,7 @@ class TieredMemory:
         tier: Tier | str | None = None,
         after_id: str | None = None,
         limit: int = 100,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
     ) -> builtins.list[Memory]:
         return self._loop.run(
             self.aio.list(
@@ -1242,7 +1242,7 @@ class TieredMemory:
         tiers: Sequence[Tier | str] | None = None,
         weights: Mapping[str, float] | None = None,
         memory_types: Sequence[MemoryType | str] | None = None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
         include_forgotten: bool = False,
         ids: Sequence[str] | None = None,
         query_embedding: Sequence[float] | Vector | None = None,
@@ -1276,7 +1276,7 @@ class TieredMemory:
         include_archived: bool = False,
         weights: Mapping[str, float] | None = None,
         memory_types: Sequence[MemoryType | str] | None = None,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any] | None = None,
+        metadata: FilterSpec | None = None,
         record_use: bool = True,
         tiers: Sequence[Tier | str] | None = None,
         ids: Sequence[str] | None = None,
@@ -1396,7 +1396,7 @@ class TieredMemory:
     @_shares_doc(AsyncTieredMemory.forget_where)
     def forget_where(
         self,
-        metadata: Sequence[MetadataFilter] | Mapping[str, Any],
+        metadata: FilterSpec,
         *,
         namespace: str = DEFAULT_NAMESPACE,
         hard: bool = False,
