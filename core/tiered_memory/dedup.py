@@ -13,12 +13,17 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .models import LIVE_TIERS
 from .ports import MemoryStore, SearchFilter, SupportsBatchVectorSearch, Vector
 
 Neighbours = list[tuple[str, float]]
 """(memory id, cosine) pairs, best first."""
+
+# Items of a batch whose cosines to the items before them are one matrix product in
+# `screen`: a (block, batch) float32 matrix, bounded for a bulk import of 100k items.
+_BLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -73,25 +78,54 @@ def screen(
     Items in `replacing` replace a stored memory of their id: they are never merged,
     and the stored vectors of those ids (about to be replaced) are no one's neighbours.
     """
+    n = len(ids)
+    if not k:
+        return [Screened(duplicate_of=None, near=[]) for _ in range(n)]
+    units = np.stack([np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors])
+    norms = np.linalg.norm(units, axis=1)
+    units /= np.where(norms > 0, norms, 1.0)[:, None]
+    own = [[p for p in pairs if p[0] not in replacing] for pairs in stored]
+    rejected = np.zeros(n, dtype=np.bool_)  # the duplicates so far: no one's neighbours
     out: list[Screened] = []
-    accepted: list[str] = []
-    # unit rows of the accepted items, so later items of the batch dedup against them
-    units = np.empty((len(ids), vectors[0].size if len(ids) else 0), dtype=np.float32)
-    for i, (memory_id, vector) in enumerate(zip(ids, vectors, strict=True)):
-        near: Neighbours = []
-        unit = vector / (float(np.linalg.norm(vector)) or 1.0)
-        if k:
-            near.extend(pair for pair in stored[i] if pair[0] not in replacing)
-            if accepted:
-                sims = units[: len(accepted)] @ unit  # cosines
-                for j in np.argsort(-sims)[:k]:
-                    near.append((accepted[int(j)], float(sims[int(j)])))
-            near.sort(key=lambda t: t[1], reverse=True)
-        mergeable = memory_id not in replacing
-        if mergeable and threshold is not None and near and near[0][1] >= threshold:
-            out.append(Screened(duplicate_of=near[0][0], near=near))
-            continue
-        units[len(accepted)] = unit
-        accepted.append(memory_id)
-        out.append(Screened(duplicate_of=None, near=near))
+    for start in range(0, n, _BLOCK):
+        stop = min(n, start + _BLOCK)
+        # this block's items against every item before them, in one product
+        sims = units[start:stop] @ units[:stop].T
+        later = np.arange(stop)[None, :] >= np.arange(start, stop)[:, None]
+        sims[later | rejected[None, :stop]] = -np.inf
+        if threshold is not None:
+            _reject(sims, ids, own, rejected, start, threshold, replacing)
+        width = min(k, stop)
+        top = np.argpartition(-sims, width - 1, axis=1)[:, :width]
+        scores = np.take_along_axis(sims, top, axis=1)
+        for r, (rows, values) in enumerate(zip(top.tolist(), scores.tolist(), strict=True)):
+            i = start + r
+            near = own[i] + [(ids[j], v) for j, v in zip(rows, values, strict=True) if v > -np.inf]
+            near.sort(key=lambda t: t[1], reverse=True)  # stable: a stored memory wins a tie
+            out.append(Screened(duplicate_of=near[0][0] if rejected[i] else None, near=near))
     return out
+
+
+def _reject(
+    sims: npt.NDArray[np.float32],
+    ids: Sequence[str],
+    own: Sequence[Neighbours],
+    rejected: npt.NDArray[np.bool_],
+    start: int,
+    threshold: float,
+    replacing: Collection[str],
+) -> None:
+    """Mark the duplicates among one block's items, in batch order: an item whose
+    nearest stored memory or earlier accepted item is at `threshold` or above. A
+    duplicate leaves the candidates (its column) of the items after it, which only
+    lowers their best cosine, so only items whose best over every earlier item
+    reaches the threshold need a look in order; the others are kept at once."""
+    stored_best = np.array([pairs[0][1] if pairs else -np.inf for pairs in own[start:]])
+    best = np.maximum(sims.max(axis=1), stored_best[: sims.shape[0]])
+    for r in np.flatnonzero(best >= threshold).tolist():
+        i = start + r
+        if ids[i] in replacing:
+            continue
+        if max(float(sims[r].max()), float(stored_best[r])) >= threshold:
+            rejected[i] = True
+            sims[:, i] = -np.inf

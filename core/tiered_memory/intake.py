@@ -93,6 +93,7 @@ async def prepare(
     memories: list[Memory] = []
     given: dict[int, Vector] = {}
     seen_ids: set[str] = set()
+    first_generated = next((i for i, item in enumerate(items) if item.id is None), -1)
     for i, item in enumerate(items):
         content = validation.check_content(item.content, limits)
         memory_id = validation.check_id(item.id, limits) if item.id is not None else None
@@ -118,7 +119,10 @@ async def prepare(
                 **kwargs,
             )
         )
-        objects.ref(namespace, memories[-1].id)  # e.g. S3: is the key too long?
+        if memory_id is not None or i == first_generated:
+            # e.g. S3: is the key too long? Generated ids all have one shape (`new_id`),
+            # so the first stands for the rest.
+            objects.ref(namespace, memories[-1].id)
         if item.embedding is not None:  # finite and flat; its size once known, below
             given[i] = validation.check_vector(item.embedding, None)
     to_embed = [i for i in range(len(items)) if i not in given]

@@ -533,6 +533,16 @@ class SupportsBatchVectorSearch(Protocol):
 
 
 @runtime_checkable
+class SupportsLiveIds(Protocol):
+    """A store that can say which of some ids are live memories without reading them
+    (the embedded one: one index probe per id), for the check after auto-linking that
+    no end of a new link was archived or deleted meanwhile; others answer with
+    `get_many`, which builds a whole memory per id."""
+
+    async def live_ids(self, namespace: str, ids: Sequence[str]) -> set[str]: ...
+
+
+@runtime_checkable
 class SupportsDeferredSync(Protocol):
     """An object store whose writes can leave the fsync that makes them durable to one
     later `sync_folder(namespace)` (the local folder), so the archiver syncs once per

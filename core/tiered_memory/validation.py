@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -85,6 +85,12 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
+# Unicode's control characters (category Cc: C0, DEL and C1), tab aside. One regex
+# search instead of a category lookup per character: ids are checked on every write
+# (an add_many of 500 items with auto-links checks 3,500: a tenth of its time).
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
 def _check_text_encodable(
     text: str, what: str, error: type[ValidationError] = ValidationError
 ) -> None:
@@ -97,7 +103,7 @@ def _check_text_encodable(
         text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise error(f"{what} is not valid Unicode text (lone surrogate)") from e
-    if what != "content" and any(unicodedata.category(c) == "Cc" and c not in "\t" for c in text):
+    if what != "content" and _CONTROL.search(text):
         raise error(f"{what} contains control characters")
 
 

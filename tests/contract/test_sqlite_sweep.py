@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -114,3 +115,29 @@ async def test_bounded_scans_walk_the_timestamp_index(
     cold = ScanQuery(tiers=LIVE_TIERS, created_before=T0 + timedelta(days=1))
     assert await store.scan_ids(NS, cold) == ["m000", "m001", "m002"]  # COLD by its index
     assert scan_index(ScanQuery(tiers=LIVE_TIERS), tier) == ""
+
+
+async def test_pages_after_the_first_walk_the_id_index(store: SQLiteMemoryStore) -> None:
+    """The timestamp index yields rows in timestamp order, so each page of it re-reads
+    and re-sorts every row inside the bound: paging through a million due memories
+    50k at a time read them twenty times. A next page walks (namespace, tier, id) from
+    `after_id` instead, and the pages still hold every due memory once, in id order."""
+    due = ScanQuery(tiers=frozenset({Tier.HOT}), tier_changed_before=T0 + timedelta(days=1))
+    later = dataclasses.replace(due, after_id="m010")
+    assert scan_index(due, "hot") == " INDEXED BY memories_hot_changed"
+    assert scan_index(later, "hot") == " INDEXED BY memories_tier_id"
+    batch = memories(25)
+    for m in batch[::3]:  # some not due yet
+        m.tier_changed_at = T0 + timedelta(days=2)
+    await store.put_many(NS, batch)
+    pages: list[list[str]] = []
+    query = dataclasses.replace(due, limit=4)
+    while True:
+        page = await store.scan_ids(NS, query)
+        pages.append(page)
+        if len(page) < query.limit:
+            break
+        query = dataclasses.replace(query, after_id=page[-1])
+    expected = sorted(m.id for m in batch if m.tier_changed_at == T0)
+    assert [i for page in pages for i in page] == expected
+    assert all(len(page) == 4 for page in pages[:-1])

@@ -18,6 +18,7 @@ from tiered_memory.ports import (
     SupportsBatchVectorSearch,
     SupportsCosines,
     SupportsDeferredSync,
+    SupportsLiveIds,
 )
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
@@ -96,7 +97,12 @@ async def test_the_backends_declare_what_they_offer(tmp_path: Path) -> None:
     store = await SQLiteMemoryStore.open(tmp_path / "m.db")
     try:
         assert isinstance(store, MemoryStore)
-        for capability in (SupportsCosines, SupportsAdjacent, SupportsBatchVectorSearch):
+        for capability in (
+            SupportsCosines,
+            SupportsAdjacent,
+            SupportsBatchVectorSearch,
+            SupportsLiveIds,
+        ):
             assert isinstance(store, capability), capability.__name__
     finally:
         await store.close()
@@ -104,3 +110,26 @@ async def test_the_backends_declare_what_they_offer(tmp_path: Path) -> None:
     s3 = S3ObjectStore("bucket", region_name="us-east-1")
     assert isinstance(s3, ObjectStore)
     assert not isinstance(s3, SupportsDeferredSync)
+
+
+async def test_live_ids_names_the_live_memories_of_one_namespace_only(tmp_path: Path) -> None:
+    """Auto-linking's check that both ends of a new link still live (`SupportsLiveIds`):
+    archived, deleted and other namespaces' memories are not live here."""
+    memory = await AsyncTieredMemory.embedded(
+        tmp_path / "m.db", embedder=HashingEmbedder(), clock=ManualClock(START)
+    )
+    try:
+        kept, archived, deleted = [
+            (await memory.add(f"note {i} about the garden", namespace=NS)).id for i in range(3)
+        ]
+        other = (await memory.add("a note elsewhere", namespace="other")).id
+        await memory.archive([archived], namespace=NS)
+        await memory.forget(deleted, namespace=NS, hard=True)
+        store = memory.store
+        assert isinstance(store, SupportsLiveIds)
+        ids = [kept, archived, deleted, other, "never-added"]
+        assert await store.live_ids(NS, ids) == {kept}
+        assert await store.live_ids("other", ids) == {other}
+        assert await store.live_ids(NS, []) == set()
+    finally:
+        await memory.close()

@@ -158,8 +158,8 @@ class SQLiteAssociationGraph:
     async def upsert_links(self, namespace: str, links: Sequence[Link]) -> None:
         ns = _check_namespace(namespace)
         best: dict[tuple[str, str], Link] = {}
-        for link in links:
-            key = _pair(link.source, link.target)
+        keys = _pairs((link.source, link.target) for link in links)  # each id checked once
+        for key, link in zip(keys, links, strict=True):
             if key not in best or link.weight > best[key].weight:
                 best[key] = link
         if not best:

@@ -41,7 +41,8 @@ _TYPES = {t.value: t for t in MemoryType}
 # yields rows in id order but makes it read every row of the tier from the table to
 # test the bound: a sweep with nothing due read the whole store seven times over. The
 # timestamp index reads only the rows inside the bound; the page is then sorted by id.
-# Other (tier, bound) pairs (no sweep rule asks for them) walk the id index.
+# Other (tier, bound) pairs (no sweep rule asks for them), and every page after the
+# first (`scan_index`), walk the id index.
 _BOUND_INDEXES = (
     ("tier_changed_before", "hot", "memories_hot_changed"),
     ("cold_since_before", "cold", "memories_cold_since"),
@@ -55,7 +56,16 @@ def scan_index(query: ScanQuery, tier: str) -> str:
 
     The SQL must name the tier as a literal (`tier_literal`): a partial index is only
     usable when the query's WHERE implies the index's, which a bound parameter cannot.
+
+    Only the first page walks the timestamp index. Its rows come in timestamp order,
+    so every page of it reads and sorts every row inside the bound again: with a
+    million HOT memories due, paging 50k at a time read the tier twenty times over.
+    A next page exists only when the first one filled, i.e. plenty of rows are due;
+    it walks the id index from `after_id`, which reads each row of the tier at most
+    once across all the pages that follow.
     """
+    if query.after_id is not None:
+        return " INDEXED BY memories_tier_id"
     for field, part, index in _BOUND_INDEXES:
         if part == tier and getattr(query, field) is not None:
             return f" INDEXED BY {index}"
