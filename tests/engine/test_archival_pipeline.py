@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.distinct import distinct_texts
+from tests.distinct import distinct_texts
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
