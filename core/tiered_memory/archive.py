@@ -621,7 +621,7 @@ class Archiver:
             heir = next((found[m] for m in staying if m in found), None)
             if heir is None or heir.summary_embedding is not None:
                 continue
-            matrix = await self.embedder.embed_documents([heir.summary])
+            matrix = await self.embedder.aembed_documents([heir.summary])
             vector = validation.check_vector(matrix[0], None, what="summary embedding")
             heir.summary_embedding = [float(x) for x in vector]
             await self.store.update_archive(ns, heir)
