@@ -7,6 +7,10 @@ run, who may write it, and what happens when some fail. The steps of one memory 
   unimportant and barely used lately (`low_salience_aged_out`); least important
   and oldest first. Quarantined memories are left out; memories that failed before go
   after the others, so one that always fails never stands in front of the rest.
+- **Old COLD clusters** (seed 002, `consolidation.archive_clusters`, on): near-duplicate
+  COLD candidates among those a run takes are archived together under one summary, all
+  or none (`clusters`). A memory that failed before goes on its own, so one that always
+  fails is quarantined alone, never with its mates.
 - **The per-run cap**: a sweep attempts at most `ArchivalPolicy.batch_size` memories,
   all namespaces together (the dry run estimates the same ones).
 - **Claims**: each group of up to COMMIT_GROUP memories is claimed in the store's
@@ -79,10 +83,12 @@ OUTAGES: tuple[type[BaseException], ...] = (BackendUnavailableError, OSError, Ti
 
 @dataclass(frozen=True)
 class Candidate:
-    """A memory due for archival, and why (the reason goes into its original)."""
+    """A memory due for archival, and why (the reason goes into its original);
+    `failed_before`: an earlier run's archival of it failed."""
 
     memory: Memory
     reason: str
+    failed_before: bool = False
 
 
 @dataclass
@@ -183,14 +189,13 @@ class ArchivalPipeline:
                     if m.id not in found and lifecycle.forced(m, now, tp):
                         found[m.id] = Candidate(m, lifecycle.FORCED_AGE)
         states = await self.store.archival_states(ns) if found else {}
-        due = [c for c in found.values() if not _quarantined(states.get(c.memory.id))]
+        due = [
+            replace(c, failed_before=state is not None and state.error is not None)
+            for c in found.values()
+            if not _quarantined(state := states.get(c.memory.id))
+        ]
         return sorted(
-            due,
-            key=lambda c: (
-                c.memory.id in states and states[c.memory.id].error is not None,
-                c.memory.importance,
-                c.memory.created_at,
-            ),
+            due, key=lambda c: (c.failed_before, c.memory.importance, c.memory.created_at)
         )
 
     async def unused_since(self, ns: str, before: datetime) -> list[Memory]:
@@ -276,9 +281,12 @@ class ArchivalPipeline:
         """Seed 002's "summarise old COLD clusters": near-duplicates (cosine at least
         `consolidation.min_similarity`, at most `max_group` together) among the COLD
         candidates, found window by window in candidate order. Each group's first member
-        is its most important: its record carries the group's summary."""
+        is its most important: its record carries the group's summary.
+
+        A memory that failed before is archived on its own: a cluster fails as one, so
+        one the summariser always rejects would otherwise take its mates to quarantine."""
         cp = self.policy.consolidation
-        cold = [c for c in chosen if c.memory.tier is Tier.COLD]
+        cold = [c for c in chosen if c.memory.tier is Tier.COLD and not c.failed_before]
         if not cp.archive_clusters or len(cold) < 2:
             return []
         out: list[list[Candidate]] = []

@@ -595,6 +595,39 @@ class Archiver:
         for key in self.original_keys(ns, record):
             await self.objects.delete(ns, key)
 
+    async def hand_on_summaries(self, ns: str, leaving: Mapping[str, ArchiveRecord]) -> int:
+        """Before archive records leave for good (a hard delete, a replace): a record
+        that carries its cluster's summary embedding (`draft_cluster`) hands it to the
+        first member that stays archived, or the others would stay archived but never
+        be found. Returns how many records took one on.
+
+        The heir's embedding is its summary embedded again, as archival made it (a
+        store's read-back vector may be an approximation, `ArchiveRecord`). It is
+        written before the record leaves: a crash between the two finds the cluster
+        twice until the delete is rerun, never not at all. A record whose original is
+        unreadable hands nothing on (its cluster is unknown) and still leaves."""
+        handed = 0
+        for record in leaving.values():
+            if record.summary_embedding is None:
+                continue
+            try:
+                data = await self.verified_original(ns, record)
+                members = cluster_of(decode_document(data, expected_id=record.id))
+            except ArchiveIntegrityError as e:
+                log.warning("archived %r: cluster unknown, summary not handed on: %s", record.id, e)
+                continue
+            staying = [m for m in members if m not in leaving]
+            found = await self.store.get_archives(ns, staying) if staying else {}
+            heir = next((found[m] for m in staying if m in found), None)
+            if heir is None or heir.summary_embedding is not None:
+                continue
+            matrix = await self.embedder.aembed_documents([heir.summary])
+            vector = validation.check_vector(matrix[0], None, what="summary embedding")
+            heir.summary_embedding = [float(x) for x in vector]
+            await self.store.update_archive(ns, heir)
+            handed += 1
+        return handed
+
     async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
         """Bring archived memories back to WARM from their originals (seed-001 rollback).
 

@@ -345,13 +345,12 @@ class ConsolidationPolicy(BaseModel):
     min_similarity: float = Field(default=0.70, ge=0, le=1)
     max_group: int = Field(default=5, ge=2)
     archive_clusters: bool = Field(
-        default=False,
+        default=True,
         description=(
             "archive near-duplicate COLD memories due together (cosine at least"
             " min_similarity, at most max_group) under one summary that names every"
-            " original (seed 002's 'summarise old COLD clusters'). Off by default for"
-            " now: on, templated memories (tickets, build logs) share summaries, and the"
-            " archival suites written for one summary per memory need reviewing first"
+            " original (seed 002's 'summarise old COLD clusters'); False archives each"
+            " on its own"
         ),
     )
 

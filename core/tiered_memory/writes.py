@@ -146,6 +146,7 @@ class Writer:
             await self.discard_attempts(ns, list(live))
             deleted = await self.store.delete_many(ns, list(live))
         if archived:
+            await self.archiver.hand_on_summaries(ns, archived)  # a cluster stays found
             # the record first: an orphan original is harmless, a record without one is not
             deleted += await self.store.delete_archives(ns, list(archived))
             for record in archived.values():
@@ -190,6 +191,8 @@ class Writer:
         archival of the same id wrote; a record that points at it again keeps it. A
         failure here leaves an orphan original, harmless."""
         await self.discard_attempts(ns, [m.id for m in memories])
+        leaving = await self.store.get_archives(ns, [m.id for m in memories])
+        await self.archiver.hand_on_summaries(ns, leaving)  # a cluster stays found
         replaced = await self.store.replace_many(ns, memories)
         if not replaced:
             return

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.distinct import distinct_texts
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
@@ -199,7 +200,7 @@ async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
 ) -> None:
     amem = await _engine(memories, tmp_path, clock)  # quarantine_after: 3 by default
     try:
-        texts = [f"Log line {i:02d}: backup of server {i} finished" for i in range(60)]
+        texts = distinct_texts(60, lambda i: f"Log line {i:02d}:")  # archived one by one
         ids = await _due(amem, clock, texts)
         # The two poisoned ones are the least important: the first the sweep tries.
         for memory_id in ids[:2]:
@@ -242,6 +243,36 @@ async def test_a_memory_that_always_fails_is_quarantined_and_the_rest_proceeds(
         await amem.close()
 
 
+async def test_a_poisoned_memory_in_a_cluster_never_quarantines_its_mates(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
+    """Near-duplicates are archived under one summary, all or none, so one memory the
+    summariser always rejects fails its whole cluster. A memory that failed before is
+    archived on its own: its mates go the next run, and only it is set aside."""
+    amem = await _engine(memories, tmp_path, clock)
+    try:
+        texts = [
+            "Went for a run in the park on Monday morning",
+            "Went for a run in the park on Tuesday morning",
+            "Went for a long run in the park on Wednesday morning",
+        ]
+        ids = await _due(amem, clock, texts)
+        amem.archiver.summarizer = Poisoned(lambda text: "Wednesday" in text)
+        first = await amem.maintain()  # the cluster fails as one
+        assert first.count("cold_to_archived") == 0
+        assert len([e for e in first.errors if ": archive " in e]) == 3
+        second = await amem.maintain()  # one by one now: the two mates go
+        assert second.count("cold_to_archived") == 2
+        assert second.count("archive_clusters") == 0
+        third = await amem.maintain()
+        assert [q.id for q in third.quarantined] == [ids[2]]
+        tiers = {i: m.tier for i, m in (await amem.store.get_many(NS, ids)).items()}
+        assert tiers == {ids[2]: Tier.COLD}
+        assert (await amem.expand(ids[0], namespace=NS))["content"] == texts[0]
+    finally:
+        await amem.close()
+
+
 @pytest.mark.slow
 @pytest.mark.matrix  # 700 memories: the other combinations run with --matrix
 async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_698(
@@ -251,7 +282,7 @@ async def test_two_always_failing_memories_among_700_no_longer_stop_the_other_69
     before, the pause rule stopped every run right there, forever."""
     amem = await _engine(memories, tmp_path, clock)  # batch_size 500, quarantine_after 3
     try:
-        texts = [f"Build {i:03d} of the nightly pipeline passed" for i in range(700)]
+        texts = distinct_texts(700, lambda i: f"Build {i:03d}:")  # archived one by one
         ids = await _due(amem, clock, texts)
         for memory_id in ids[:2]:
             await amem.store.patch_many(NS, [memory_id], _importance(0.05))

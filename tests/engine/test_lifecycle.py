@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.distinct import distinct_texts
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
@@ -154,10 +155,8 @@ def test_core_memories_never_move(mem: TieredMemory, clock: ManualClock) -> None
 def test_dry_run_reports_and_estimates_without_changing_anything(
     mem: TieredMemory, clock: ManualClock
 ) -> None:
-    ids = [
-        mem.add(f"Low value note number {i} about topic {i * 7}", namespace=NS, importance=0.1).id
-        for i in range(5)
-    ]
+    texts = distinct_texts(5, lambda i: f"Low value note {i}:")  # one summary each
+    ids = [mem.add(text, namespace=NS, importance=0.1).id for text in texts]
     clock.advance(days=4)
     mem.maintain()
     clock.advance(days=200)

@@ -150,19 +150,39 @@ RUNS = [
 
 
 def test_old_cold_near_duplicates_are_archived_under_one_summary(
-    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+    mem: TieredMemory, clock: ManualClock
 ) -> None:
-    policy = Policy(consolidation=ConsolidationPolicy(archive_clusters=True))
-    mem = memories.open_sync(
-        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, policy=policy
-    )
-    try:
-        _archive_a_cluster(mem, clock)
-    finally:
-        mem.close()
+    assert ConsolidationPolicy().archive_clusters is True  # the default
+    runs, other = _archive_a_cluster(mem, clock)
+
+    # one summary is searched for the cluster: its most important member's record
+    hits = [h for h in mem.search("run in the park", namespace=NS, deep=True) if h.archived]
+    assert [h.memory.id for h in hits if h.memory.id in runs] == [runs[1]]
+
+    # expand returns every original, whichever member is asked
+    for asked in (runs[1], runs[2]):
+        document = mem.expand(asked, namespace=NS)
+        assert document["original_id"] == asked
+        assert document["cluster"] == [runs[1], runs[0], runs[2]]
+        originals = document["originals"]
+        assert [d["original_id"] for d in originals] == [runs[1], runs[0], runs[2]]
+        assert sorted(d["content"] for d in originals) == sorted(RUNS)
+        assert all(len(d["embedding"]) == 384 for d in originals)
+    single = mem.expand(other, namespace=NS)
+    assert "cluster" not in single
+    assert "originals" not in single
+
+    # restore_archive brings each one back
+    assert mem.restore_archive([runs[0]], namespace=NS) == 3
+    back = {i: mem.get(i, namespace=NS) for i in runs}
+    assert {m.tier for m in back.values() if m is not None} == {Tier.WARM}
+    assert sorted(m.content for m in back.values() if m is not None) == sorted(RUNS)
+    assert tier_of(mem, other) is Tier.ARCHIVED
 
 
-def _archive_a_cluster(mem: TieredMemory, clock: ManualClock) -> None:
+def _archive_a_cluster(mem: TieredMemory, clock: ManualClock) -> tuple[list[str], str]:
+    """RUNS (importance 0.2, 0.25, 0.1) and one unrelated memory, archived after 180
+    days in COLD: the runs as one cluster, its summary on runs[1]'s record."""
     runs = [
         mem.add(text, namespace=NS, importance=importance).id
         for text, importance in zip(RUNS, (0.2, 0.25, 0.1), strict=True)
@@ -184,37 +204,46 @@ def _archive_a_cluster(mem: TieredMemory, clock: ManualClock) -> None:
     assert report.count("archive_clusters") == 1
     assert report.count("cold_to_archived") == 4
     assert {tier_of(mem, i) for i in [*runs, other.id]} == {Tier.ARCHIVED}
+    return runs, other.id
 
-    # one summary is searched for the cluster: its most important member's record
+
+def test_hard_deleting_the_summary_member_keeps_the_cluster_searchable(
+    mem: TieredMemory, clock: ManualClock
+) -> None:
+    """The record that carries a cluster's summary embedding hands it on when it is
+    deleted for good; before, the other members stayed archived but no search found
+    them."""
+    runs, _ = _archive_a_cluster(mem, clock)
+    mem.forget(runs[1], namespace=NS, hard=True)
     hits = [h for h in mem.search("run in the park", namespace=NS, deep=True) if h.archived]
-    assert [h.memory.id for h in hits if h.memory.id in runs] == [runs[1]]
+    assert [h.memory.id for h in hits if h.memory.id in runs] == [runs[0]]  # next in line
+    document = mem.expand(runs[2], namespace=NS)
+    assert [d["original_id"] for d in document["originals"]] == [runs[0], runs[2]]
 
-    # expand returns every original, whichever member is asked
-    for asked in (runs[1], runs[2]):
-        document = mem.expand(asked, namespace=NS)
-        assert document["original_id"] == asked
-        assert document["cluster"] == [runs[1], runs[0], runs[2]]
-        originals = document["originals"]
-        assert [d["original_id"] for d in originals] == [runs[1], runs[0], runs[2]]
-        assert sorted(d["content"] for d in originals) == sorted(RUNS)
-        assert all(len(d["embedding"]) == 384 for d in originals)
-    single = mem.expand(other.id, namespace=NS)
-    assert "cluster" not in single
-    assert "originals" not in single
-
-    # restore_archive brings each one back
-    assert mem.restore_archive([runs[0]], namespace=NS) == 3
-    back = {i: mem.get(i, namespace=NS) for i in runs}
-    assert {m.tier for m in back.values() if m is not None} == {Tier.WARM}
-    assert sorted(m.content for m in back.values() if m is not None) == sorted(RUNS)
-    assert tier_of(mem, other.id) is Tier.ARCHIVED
+    mem.forget_many(runs, namespace=NS, hard=True)  # the rest at once: nothing to hand on
+    hits = mem.search("run in the park", namespace=NS, deep=True)
+    assert [h.memory.id for h in hits if h.memory.id in runs] == []
+    assert all(mem.get(i, namespace=NS) is None for i in runs)
 
 
-def test_clusters_are_off_by_default(
+def test_replacing_the_summary_member_keeps_the_cluster_searchable(
+    mem: TieredMemory, clock: ManualClock
+) -> None:
+    """An upsert of the summary member's id replaces its record: the summary goes on
+    to the next member, as on a hard delete."""
+    runs, _ = _archive_a_cluster(mem, clock)
+    mem.upsert("Renewed the car insurance with Aviva", id=runs[1], namespace=NS)
+    hits = [h for h in mem.search("run in the park", namespace=NS, deep=True) if h.archived]
+    assert [h.memory.id for h in hits if h.memory.id in runs] == [runs[0]]
+
+
+def test_clusters_can_be_turned_off(
     tmp_path: Path, clock: ManualClock, memories: MemoryFactory
 ) -> None:
-    assert ConsolidationPolicy().archive_clusters is False
-    mem = memories.open_sync(tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock)
+    policy = Policy(consolidation=ConsolidationPolicy(archive_clusters=False))
+    mem = memories.open_sync(
+        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, policy=policy
+    )
     try:
         runs = [mem.add(text, namespace=NS, importance=0.2).id for text in RUNS]
         clock.advance(days=4)

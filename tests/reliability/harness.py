@@ -4,7 +4,7 @@ The child also archives every memory the sweep will archive with explicit `archi
 calls, racing the sweep for them (`race=False` leaves the sweep alone): after each
 kill, nothing is lost and every archive record verifies its original.
 
-A seed store holds memories created at `T0`; at `NOW` (400 days later) a sweep moves
+A seed store holds memories created at `T0`; at `NOW` (300 days later) a sweep moves
 them HOT -> WARM/COLD and archives the unimportant ones. Each trial starts
 `crash_child.py` on the current copy of the store, waits until its progress log has
 reached a random number of pipeline events (plus a random sub-millisecond delay, so
@@ -50,7 +50,9 @@ from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 from .invariants import Snapshot, check_store
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-NOW = T0 + timedelta(days=400)
+# Past the tier rules and low-salience archival (90 days), short of forced archival
+# (365 days, seed 001), which would archive the important ones too.
+NOW = T0 + timedelta(days=300)
 CHILD = Path(__file__).with_name("crash_child.py")
 CHILD_TIMEOUT = 120.0  # a child that neither progresses nor exits in this long has hung
 KILLS_PER_ROUND = 20

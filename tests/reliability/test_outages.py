@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.distinct import distinct_texts
 from tests.integration.neo4j.conftest import FAST as BOLT_FAST
 from tests.integration.neo4j.conftest import FalkorDBServer
 from tests.integration.s3.conftest import FAST as S3_FAST
@@ -62,17 +63,12 @@ POLICY = Policy(
 
 
 async def fill(mem: AsyncTieredMemory, clock: ManualClock, n: int) -> dict[str, str]:
-    """`n` unimportant memories, made COLD and then due for archival."""
+    """`n` unimportant memories, made COLD and then due for archival. Their texts are
+    distinct (no two near-duplicates), so each is archived, and fails, on its own: these
+    tests count failures per memory, and near-duplicates would be archived together."""
+    texts = distinct_texts(n, lambda i: f"Ticket {i}:")
     added = await mem.add_many(
-        [
-            {
-                "content": f"Ticket {i}: customer {i % 7} asked about invoice {1000 + i}",
-                "importance": 0.1,
-            }
-            for i in range(n)
-        ],
-        namespace=NS,
-        dedup=False,
+        [{"content": text, "importance": 0.1} for text in texts], namespace=NS, dedup=False
     )
     clock.advance(days=4)
     assert (await mem.maintain()).count("hot_to_cold") == n

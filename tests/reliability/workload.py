@@ -34,7 +34,7 @@ from tiered_memory.models import LIVE_TIERS
 
 from .harness import T0, WORDS
 
-SWEEP_NOW = T0 + timedelta(days=400)
+SWEEP_NOW = T0 + timedelta(days=300)  # short of forced archival: important ones stay
 NAMESPACES = ("alpha", "beta'; DROP TABLE memories; --")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.distinct import distinct_texts
 from tests.integration.anthropic.conftest import MessagesStub
 from tests.integration.s3.conftest import MotoServer
 from tiered_memory import (
@@ -68,13 +69,10 @@ def claude(stub: MessagesStub) -> AnthropicSummarizer:
 
 
 async def fill(mem: AsyncTieredMemory, clock: ManualClock, n: int) -> list[str]:
-    items = [
-        {
-            "content": f"Ticket {i}: customer {i % 17} asked about invoice {1000 + i}",
-            "importance": 0.2,
-        }
-        for i in range(n)
-    ]
+    """`n` memories due for archival, no two near-duplicates: each is archived with a
+    request of its own (near-duplicates would share one summary), as these tests count."""
+    texts = distinct_texts(n, lambda i: f"Ticket {i}:")
+    items = [{"content": text, "importance": 0.2} for text in texts]
     added = await mem.add_many(items, namespace=NS, dedup=False)
     clock.advance(days=4)
     await mem.maintain()  # HOT -> COLD
