@@ -259,23 +259,18 @@ class MemoryStoreTool(MemoryTool):
         importance: dict[str, Any] = (
             {} if args.importance is None else {"importance": args.importance}
         )
-        # Seed 002's tool assigns the tier: a new memory is added HOT, so another tier
-        # is a demotion (which the engine refuses for pinned memories: pin after it).
-        later = args.tier != "hot"
+        # Seed 002's tool assigns the tier; a near-duplicate stays where it is.
         memory = await self.memory.aio.add(
             args.content,
             namespace=namespace,
             memory_type=args.memory_type,
-            pinned=args.pinned and not later,
+            pinned=args.pinned,
             source="agent",
+            tier=args.tier,
             **importance,
         )
         if memory.content != args.content or memory.use_count > 0:  # (a new one has no use)
             return f"Already remembered as {_state(memory)}: {memory.content}"
-        if later:
-            memory = await self.memory.aio.demote(memory.id, args.tier, namespace=namespace)
-            if args.pinned:
-                memory = await self.memory.aio.pin(memory.id, namespace=namespace)
         return f"Stored {_state(memory)}."
 
 

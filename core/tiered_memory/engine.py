@@ -243,9 +243,12 @@ class AsyncTieredMemory:
         embedding: Sequence[float] | Vector | None = None,
         id: str | None = None,
         replace: bool = False,
+        tier: Tier | str = Tier.HOT,
     ) -> Memory:
-        """Remember `content` in HOT. A near-duplicate strengthens the existing memory
-        instead (its use is counted), and that memory is returned.
+        """Remember `content` in HOT (or `tier`: warm or cold, when an agent or app
+        knows better, as seed 002's store tool does). A near-duplicate strengthens the
+        existing memory instead (its use is counted), and that memory is returned
+        where it is: it is never moved.
 
         An `id` that already exists is refused, unless `replace=True` (see `upsert`).
         """
@@ -259,6 +262,7 @@ class AsyncTieredMemory:
                 "pinned": pinned,
                 "embedding": embedding,
                 "id": id,
+                "tier": tier,
             }
         )
         return (await self.add_many([item], namespace=namespace, replace=replace))[0]
@@ -1143,6 +1147,7 @@ class TieredMemory:
         embedding: Sequence[float] | Vector | None = None,
         id: str | None = None,
         replace: bool = False,
+        tier: Tier | str = Tier.HOT,
     ) -> Memory:
         return self._loop.run(
             self.aio.add(
@@ -1156,6 +1161,7 @@ class TieredMemory:
                 embedding=embedding,
                 id=id,
                 replace=replace,
+                tier=tier,
             )
         )
 

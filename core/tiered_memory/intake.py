@@ -16,7 +16,7 @@ from pydantic import ValidationError as PydanticError
 from . import validation
 from .dimensions import EmbeddingDimension
 from .errors import ValidationError
-from .models import Memory, MemoryType
+from .models import LIVE_TIERS, Memory, MemoryType, Tier
 from .policy import Limits
 from .ports import Embedder, ObjectStore, Vector
 
@@ -35,6 +35,9 @@ class MemoryInput(BaseModel):
     pinned: bool = Field(default=False, strict=True)
     embedding: Any = None
     id: str | None = Field(default=None, strict=True)
+    # Seed 002's store tool assigns the tier; captures start HOT. A near-duplicate
+    # merged into an existing memory never moves it.
+    tier: Tier | str = Tier.HOT
 
     @classmethod
     def parse(cls, fields: Mapping[str, Any]) -> MemoryInput:
@@ -52,6 +55,17 @@ def _fields_message(error: Exception) -> str:
     return "; ".join(
         f"{'.'.join(str(part) for part in e['loc']) or 'item'}: {e['msg']}" for e in error.errors()
     )
+
+
+def _start_tier(item: MemoryInput) -> Tier:
+    """The tier a new memory starts in: a live one, and never COLD when pinned (a pinned
+    memory is always a candidate for context)."""
+    tier = Tier.parse(item.tier)
+    if tier not in LIVE_TIERS:
+        raise ValidationError(f"a new memory starts in hot, warm or cold, not {tier.value}")
+    if item.pinned and tier is Tier.COLD:
+        raise ValidationError("a pinned memory is always put into context: start it hot or warm")
+    return tier
 
 
 def as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
@@ -113,6 +127,7 @@ async def prepare(
                     item.source, "source", limits.max_source_chars, "max_source_chars"
                 ),
                 pinned=bool(item.pinned),
+                tier=_start_tier(item),
                 created_at=now,
                 updated_at=now,
                 tier_changed_at=now,

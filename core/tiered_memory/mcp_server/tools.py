@@ -23,7 +23,7 @@ from pydantic import Field
 
 from tiered_memory.engine import AsyncTieredMemory
 from tiered_memory.errors import NotFoundError, TieredMemoryError, ValidationError
-from tiered_memory.models import Hit, Memory, MemoryType, Tier
+from tiered_memory.models import Hit, Memory, MemoryType
 from tiered_memory.transfer import detect_type
 
 from .access import Scoping
@@ -154,16 +154,19 @@ class MemoryTools:
     ) -> Result:
         """Remember a piece of text. `type` is detected from the text when left out; new
         memories go to the HOT tier unless `tier` says warm or cold. A near-duplicate of
-        an existing memory strengthens that one instead, and it is returned."""
+        an existing memory strengthens that one instead, and it is returned where it is
+        (never moved to `tier`)."""
         ns = self._namespace(ctx, "store", frozenset({"content", "type", "importance", "tier"}))
         with engine_errors():
             kind = MemoryType.parse(type) if type else detect_type(content)
             m = await self.memory.add(
-                content, namespace=ns, memory_type=kind, importance=importance, source="mcp"
+                content,
+                namespace=ns,
+                memory_type=kind,
+                importance=importance,
+                source="mcp",
+                tier=tier,
             )
-            target = Tier.parse(tier)
-            if m.tier is Tier.HOT and target is not Tier.HOT and not (m.pinned or m.core):
-                m = await self.memory.demote(m.id, target, namespace=ns)
         return memory_view(m)
 
     async def search(
