@@ -3,6 +3,7 @@ and chat engines that do not own a vector store."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,8 @@ class TieredMemoryRetriever(BaseRetriever):
     Each node carries its tier in metadata (`tier_key`, kept out of the LLM text) and
     its final score. With `budget_tokens` the nodes are exactly what `recall` injects
     within the budget, split by tier shares, and their use is recorded (so what the
-    application really uses stays in the active tiers); without it, the top `k` hits
+    application really uses stays in the active tiers); without it, the top
+    `similarity_top_k` hits (LlamaIndex's name, as in `as_retriever(similarity_top_k=)`)
     and nothing is recorded. The query text is embedded by the engine, never with a
     `QueryBundle.embedding` from another model.
     """
@@ -34,7 +36,7 @@ class TieredMemoryRetriever(BaseRetriever):
         memory: TieredMemory | AsyncTieredMemory,
         *,
         namespace: str = "default",
-        k: int = 10,
+        similarity_top_k: int = 10,
         budget_tokens: int | None = None,
         deep: bool = False,
         include_archived: bool = False,
@@ -43,13 +45,22 @@ class TieredMemoryRetriever(BaseRetriever):
         tier_key: str = "tier",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        k: int | None = None,
     ) -> None:
         """`filters` are LlamaIndex metadata filters; one on `tier_key` restricts the
-        tiers searched (not combinable with a budget, which spans every tier)."""
+        tiers searched (not combinable with a budget, which spans every tier). `k` is
+        the old name of `similarity_top_k`, kept for one release."""
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if k is not None:
+            warnings.warn(
+                "TieredMemoryRetriever(k=) is now similarity_top_k=, as in LlamaIndex",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            similarity_top_k = k
         self.memory = memory
         self.namespace = namespace
-        self.k = k
+        self.similarity_top_k = similarity_top_k
         self.budget_tokens = budget_tokens
         self.deep = deep
         self.include_archived = include_archived
@@ -82,10 +93,13 @@ class TieredMemoryRetriever(BaseRetriever):
             tiers: list[Tier] | None = (
                 sorted(self._filters.tiers) if self._filters.tiers is not None else None
             )
-            hits = list(await engine.search(query, k=self.k, tiers=tiers, **common))
+            hits = list(await engine.search(query, k=self.similarity_top_k, tiers=tiers, **common))
         else:
             injection = await engine.recall(
-                query, budget_tokens=self.budget_tokens, max_items=self.k, **common
+                query,
+                budget_tokens=self.budget_tokens,
+                max_items=self.similarity_top_k,
+                **common,
             )
             hits = injection.items
         return [

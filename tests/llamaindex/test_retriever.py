@@ -31,7 +31,9 @@ def seeded(mem: TieredMemory) -> TieredMemory:
 
 
 def test_search_returns_scored_nodes_with_their_tier(seeded: TieredMemory) -> None:
-    results = TieredMemoryRetriever(seeded, namespace=NS, k=2).retrieve("daughter Ava")
+    results = TieredMemoryRetriever(seeded, namespace=NS, similarity_top_k=2).retrieve(
+        "daughter Ava"
+    )
     assert len(results) == 2
     assert results[0].node.get_content() == "User's daughter is called Ava"
     assert [r.score for r in results] == sorted((r.score or 0.0 for r in results), reverse=True)
@@ -44,7 +46,7 @@ def test_search_returns_scored_nodes_with_their_tier(seeded: TieredMemory) -> No
 
 
 def test_budget_returns_the_injection_and_records_use(seeded: TieredMemory) -> None:
-    retriever = TieredMemoryRetriever(seeded, namespace=NS, budget_tokens=12, k=10)
+    retriever = TieredMemoryRetriever(seeded, namespace=NS, budget_tokens=12, similarity_top_k=10)
     results = retriever.retrieve("Ava daughter violin")
     lines = "\n".join("- " + r.node.get_content() for r in results)
     assert 1 <= len(results) < 4
@@ -105,7 +107,7 @@ def test_nodes_stored_by_the_vector_store_come_back_whole(
 
 def test_retriever_query_engine_with_a_mock_llm(seeded: TieredMemory) -> None:
     engine = RetrieverQueryEngine.from_args(
-        TieredMemoryRetriever(seeded, namespace=NS, k=1), llm=MockLLM()
+        TieredMemoryRetriever(seeded, namespace=NS, similarity_top_k=1), llm=MockLLM()
     )
     response = engine.query("What is the daughter called?")
     assert "User's daughter is called Ava" in str(response)
@@ -114,7 +116,9 @@ def test_retriever_query_engine_with_a_mock_llm(seeded: TieredMemory) -> None:
 async def test_async_retrieve_with_either_engine(
     seeded: TieredMemory, amem: AsyncTieredMemory
 ) -> None:
-    results = await TieredMemoryRetriever(seeded, namespace=NS, k=1).aretrieve("daughter Ava")
+    results = await TieredMemoryRetriever(seeded, namespace=NS, similarity_top_k=1).aretrieve(
+        "daughter Ava"
+    )
     assert texts(r.node for r in results) == ["User's daughter is called Ava"]
     await amem.add("Async engines work too", namespace=NS)
     retriever = TieredMemoryRetriever(amem, namespace=NS, budget_tokens=50)
@@ -123,3 +127,12 @@ async def test_async_retrieve_with_either_engine(
     assert (await amem.list(namespace=NS))[0].use_count == 1
     with pytest.raises(ConfigurationError, match="async methods"):
         retriever.retrieve("async engines")
+
+
+def test_k_is_the_old_name_of_similarity_top_k(seeded: TieredMemory) -> None:
+    """LlamaIndex users write similarity_top_k; k still works for one release, with a
+    DeprecationWarning that names the new argument."""
+    with pytest.warns(DeprecationWarning, match="similarity_top_k"):
+        old = TieredMemoryRetriever(seeded, namespace=NS, k=1)
+    assert old.similarity_top_k == 1
+    assert len(old.retrieve("daughter Ava")) == 1
