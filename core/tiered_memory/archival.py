@@ -51,7 +51,7 @@ import os
 import socket
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -383,15 +383,26 @@ class ArchivalPipeline:
                 else:  # lost its claim: the original is nobody's
                     await self.archiver.discard(ns, draft.id, [draft.record.checksum])
         finally:
-            quarantined = await self.store.release_archival(
-                ns,
-                claimant,
-                list(claimed),
-                failures=failures,
-                now=_wall(),
-                quarantine_after=self.policy.archival.quarantine_after,
-            )
-            run.quarantined.extend(quarantined)
+            await self._release(run, claimant, claimed, failures)
+
+    async def _release(
+        self,
+        run: _Run,
+        claimant: str,
+        claimed: Iterable[str],
+        failures: dict[str, ArchivalFailure],
+    ) -> None:
+        """Give back a group's claims, recording its failures; memories that failed too
+        often are quarantined and reported."""
+        quarantined = await self.store.release_archival(
+            run.ns,
+            claimant,
+            list(claimed),
+            failures=failures,
+            now=_wall(),
+            quarantine_after=self.policy.archival.quarantine_after,
+        )
+        run.quarantined.extend(quarantined)
 
     async def backfill_flags(self, ns: str, report: MaintenanceReport, budget: Budget) -> None:
         """The sweep's step after archival: records of `ns` archived before records kept
@@ -548,15 +559,7 @@ class ArchivalPipeline:
             else:
                 await flush()
         finally:
-            quarantined = await self.store.release_archival(
-                run.ns,
-                claimant,
-                list(claimed),
-                failures=failures,
-                now=_wall(),
-                quarantine_after=self.policy.archival.quarantine_after,
-            )
-            run.quarantined.extend(quarantined)
+            await self._release(run, claimant, claimed, failures)
         if run.explicit and error is not None:
             raise error
         return position
