@@ -26,15 +26,6 @@ ANY = SearchFilter()
 pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
 
 
-@pytest.fixture(autouse=True)
-def exhaustive_beam(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A search beam wider than the test data makes the graph search exhaustive, so a
-    difference from the scan is a consistency bug, never the approximation (with the
-    shipped beam, a multithreaded build of a few hundred 16-d rows missed a top-5 row in
-    about one run of eight; recall at scale is the benchmark's to measure)."""
-    monkeypatch.setattr(ann, "EXPANSION_SEARCH", 4096)
-
-
 def _memories(n: int, start: int = 0, seed: int = 0, ns: str = NS) -> list[Memory]:
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(n, DIM)).astype(np.float32)

@@ -28,15 +28,6 @@ pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not inst
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def exhaustive_beam(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A search beam wider than the test data makes the graph search exhaustive, so a
-    difference from the scan is a consistency bug, never the approximation (with the
-    shipped beam, a multithreaded build of a few hundred 16-d rows missed a top-5 row in
-    about one run of eight; recall at scale is the benchmark's to measure)."""
-    monkeypatch.setattr(ann, "EXPANSION_SEARCH", 4096)
-
-
 def _child(db: Path, seed: int, seconds: float) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "core"), str(ROOT), env.get("PYTHONPATH", "")])
