@@ -251,9 +251,8 @@ class ArchivalPipeline:
         grouped = {c.memory.id for group in groups for c in group}
         if report.dry_run:
             budget.remaining -= len(chosen)
-            shared = len(grouped) - len(groups)
             estimate = await self.archiver.estimate(
-                ns, [c.memory for c in chosen], now, shared=shared
+                ns, [c.memory for c in chosen], now, shared=_shared(groups)
             )
             if report.archive_estimate is None:
                 report.archive_estimate = estimate
@@ -276,6 +275,16 @@ class ArchivalPipeline:
                 report.add("archive_failed", run.failed)
                 report.add("archive_quarantined", len(run.quarantined))
         report.quarantined.extend(await self.quarantined(ns))
+
+    async def estimate(
+        self, ns: str, chosen: Sequence[Candidate], now: datetime
+    ) -> ArchiveEstimate:
+        """What archiving `chosen` as the sweep does would cost: one summary per cluster,
+        as the dry run counts it (`archive_preview` of the due memories says the same)."""
+        groups = await self.clusters(ns, chosen)
+        return await self.archiver.estimate(
+            ns, [c.memory for c in chosen], now, shared=_shared(groups)
+        )
 
     async def clusters(self, ns: str, chosen: Sequence[Candidate]) -> list[list[Candidate]]:
         """Seed 002's "summarise old COLD clusters": near-duplicates (cosine at least
@@ -592,6 +601,11 @@ class ArchivalPipeline:
         if not drafts:
             return set()
         return await self.archiver.commit(ns, [d.record for d in drafts], claimant=claimant)
+
+
+def _shared(groups: Sequence[Sequence[Candidate]]) -> int:
+    """How many memories are summarised along with another: no call of their own."""
+    return sum(len(group) - 1 for group in groups)
 
 
 def _flags_error(ns: str, memory_id: str, error: BaseException) -> str:

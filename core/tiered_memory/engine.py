@@ -998,8 +998,10 @@ class AsyncTieredMemory:
         elif older_than is not None:
             before = validation.check_age(older_than, now, "older_than")
             candidates = await self.archival.unused_since(ns, before)
-        else:
-            candidates = [c.memory for c in await self.archival.candidates(ns, now)]
+        else:  # the sweep's candidates, estimated as the sweep archives them (clusters)
+            due = await self.archival.candidates(ns, now)
+            estimate = self.operations.priced(await self.archival.estimate(ns, due, now))
+            return ArchivePreview(candidates=[c.memory for c in due], estimate=estimate)
         estimate = self.operations.priced(await self.archiver.estimate(ns, candidates, now))
         return ArchivePreview(candidates=candidates, estimate=estimate)
 

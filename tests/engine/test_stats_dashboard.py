@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.distinct import distinct_texts
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
@@ -162,6 +163,37 @@ async def test_last_sweep_shows_only_its_namespace_memories(
         await amem.close()
 
 
+async def test_a_preview_prices_clusters_as_the_dry_run_and_the_run_do(
+    memories: MemoryFactory, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Near-duplicates due together share one summary (seed 002's COLD clusters): the
+    preview of the due memories, the dry run and the run agree on the calls and cost
+    (the preview priced one call per memory: three times the dry run's)."""
+    summarizer = PricedSummarizer()
+    amem = await memories.open(
+        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, summarizer=summarizer
+    )
+    try:
+        await amem.add_many(
+            [{"content": f"Ticket {i} closed by Ava", "importance": 0.1} for i in range(3)],
+            namespace=NS,
+            dedup=False,
+        )
+        clock.advance(days=4)
+        await amem.maintain()
+        clock.advance(days=200)
+        dry = (await amem.maintain(dry_run=True)).archive_estimate
+        preview = (await amem.archive_preview(namespace=NS)).estimate
+        assert dry is not None
+        assert dry.candidates == preview.candidates == 3
+        assert dry.summarizer_calls == preview.summarizer_calls == 1
+        assert preview.cost_usd == pytest.approx(dry.cost_usd)
+        await amem.maintain()
+        assert summarizer.calls == 1
+    finally:
+        await amem.close()
+
+
 async def test_cost_of_a_dry_run_a_preview_and_a_run(
     memories: MemoryFactory, tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -171,10 +203,10 @@ async def test_cost_of_a_dry_run_a_preview_and_a_run(
     )
     haiku = pricing_for("claude-haiku-4-5")
     try:
+        # one summary per memory: distinct texts (templated ones share a cluster's)
+        texts = distinct_texts(3, lambda i: f"Ticket {i} closed by Ava:")
         await amem.add_many(
-            [{"content": f"Ticket {i} closed by Ava", "importance": 0.1} for i in range(3)],
-            namespace=NS,
-            dedup=False,
+            [{"content": text, "importance": 0.1} for text in texts], namespace=NS, dedup=False
         )
         clock.advance(days=4)
         await amem.maintain()
