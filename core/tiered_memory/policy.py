@@ -345,12 +345,13 @@ class ConsolidationPolicy(BaseModel):
     min_similarity: float = Field(default=0.70, ge=0, le=1)
     max_group: int = Field(default=5, ge=2)
     archive_clusters: bool = Field(
-        default=True,
+        default=False,
         description=(
             "archive near-duplicate COLD memories due together (cosine at least"
             " min_similarity, at most max_group) under one summary that names every"
-            " original (seed 002's 'summarise old COLD clusters'); False archives each"
-            " on its own"
+            " original (seed 002's 'summarise old COLD clusters'): fewer summariser"
+            " calls, but off by default because each member's own summary is what later"
+            " questions find (docs/design.md section 10 has the measurement)"
         ),
     )
 

@@ -28,6 +28,7 @@ from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
+    ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
     NotFoundError,
@@ -249,7 +250,12 @@ async def test_a_poisoned_memory_in_a_cluster_never_quarantines_its_mates(
     """Near-duplicates are archived under one summary, all or none, so one memory the
     summariser always rejects fails its whole cluster. A memory that failed before is
     archived on its own: its mates go the next run, and only it is set aside."""
-    amem = await _engine(memories, tmp_path, clock)
+    amem = await memories.open(
+        tmp_path / "m.db",
+        embedder=HashingEmbedder(),
+        clock=clock,
+        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
+    )
     try:
         texts = [
             "Went for a run in the park on Monday morning",

@@ -4,6 +4,7 @@ forced archival at 365 days (seed 001), old COLD clusters archived under one sum
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -149,10 +150,27 @@ RUNS = [
 ]
 
 
+CLUSTERS = Policy(consolidation=ConsolidationPolicy(archive_clusters=True))
+
+
+@pytest.fixture
+def clustered(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> Iterator[TieredMemory]:
+    """A memory with seed 002's cluster rule on (off by default: see docs/design.md)."""
+    mem = memories.open_sync(
+        tmp_path / "c.db", embedder=HashingEmbedder(), clock=clock, policy=CLUSTERS
+    )
+    try:
+        yield mem
+    finally:
+        mem.close()
+
+
 def test_old_cold_near_duplicates_are_archived_under_one_summary(
-    mem: TieredMemory, clock: ManualClock
+    clustered: TieredMemory, clock: ManualClock
 ) -> None:
-    assert ConsolidationPolicy().archive_clusters is True  # the default
+    mem = clustered
     runs, other = _archive_a_cluster(mem, clock)
 
     # one summary is searched for the cluster: its most important member's record
@@ -208,11 +226,12 @@ def _archive_a_cluster(mem: TieredMemory, clock: ManualClock) -> tuple[list[str]
 
 
 def test_hard_deleting_the_summary_member_keeps_the_cluster_searchable(
-    mem: TieredMemory, clock: ManualClock
+    clustered: TieredMemory, clock: ManualClock
 ) -> None:
     """The record that carries a cluster's summary embedding hands it on when it is
     deleted for good; before, the other members stayed archived but no search found
     them."""
+    mem = clustered
     runs, _ = _archive_a_cluster(mem, clock)
     mem.forget(runs[1], namespace=NS, hard=True)
     hits = [h for h in mem.search("run in the park", namespace=NS, deep=True) if h.archived]
@@ -227,10 +246,11 @@ def test_hard_deleting_the_summary_member_keeps_the_cluster_searchable(
 
 
 def test_replacing_the_summary_member_keeps_the_cluster_searchable(
-    mem: TieredMemory, clock: ManualClock
+    clustered: TieredMemory, clock: ManualClock
 ) -> None:
     """An upsert of the summary member's id replaces its record: the summary goes on
     to the next member, as on a hard delete."""
+    mem = clustered
     runs, _ = _archive_a_cluster(mem, clock)
     mem.upsert("Renewed the car insurance with Aviva", id=runs[1], namespace=NS)
     hits = [h for h in mem.search("run in the park", namespace=NS, deep=True) if h.archived]

@@ -16,6 +16,7 @@ from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
+    ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
     Policy,
@@ -171,7 +172,11 @@ async def test_a_preview_prices_clusters_as_the_dry_run_and_the_run_do(
     (the preview priced one call per memory: three times the dry run's)."""
     summarizer = PricedSummarizer()
     amem = await memories.open(
-        tmp_path / "m.db", embedder=HashingEmbedder(), clock=clock, summarizer=summarizer
+        tmp_path / "m.db",
+        embedder=HashingEmbedder(),
+        clock=clock,
+        summarizer=summarizer,
+        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
     )
     try:
         await amem.add_many(
