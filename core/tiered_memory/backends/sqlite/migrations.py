@@ -26,7 +26,7 @@ import numpy as np
 from tiered_memory.errors import ConfigurationError
 from tiered_memory.models import ArchiveRecord
 
-from . import lexicon, schema
+from . import lexicon, schema, tier_rows
 from .archive_rows import FLAGS_UNKNOWN, UPSERT, archive_row
 
 SCHEMA_VERSION = 5
@@ -57,6 +57,7 @@ def upgrade(conn: sqlite3.Connection, path: str) -> None:
             migrate_v2(conn)
         add_columns(conn)  # by presence: also a version-4 file written before them
         lexicon.ensure_current(conn)
+        tier_rows.ensure(conn)
         if row is None or int(row[0]) < SCHEMA_VERSION:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "

@@ -8,7 +8,7 @@ runs them all.
 
 from __future__ import annotations
 
-from . import ann, lexicon
+from . import ann, lexicon, tier_rows
 from .events import EVENTS, EVENTS_INDEX
 
 # One compact row per archived memory (layout and encodings: `archive_rows`). WITHOUT
@@ -162,4 +162,6 @@ STATEMENTS = [
     EVENTS_INDEX,
     # The log of deleted vectors the approximate indexes catch up from (`ann`).
     *ann.SCHEMA,
+    # Memories per (namespace, tier), which steer a vector search (`tier_rows`).
+    *tier_rows.SCHEMA,
 ]

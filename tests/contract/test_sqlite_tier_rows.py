@@ -1,0 +1,173 @@
+"""Memories per (namespace, tier) (`backends.sqlite.tier_rows`): kept by triggers
+through every write, filled when an older file is opened, and used to steer a vector
+search in a namespace with an HNSW graph (no graph search for an empty tier; a tier
+that is a small share of the graph is scanned or asked for enough candidates at once)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiered_memory.backends.sqlite import ann
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.models import Memory, Tier
+from tiered_memory.ports import SearchFilter
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+DIM = 8
+
+
+def _memories(n: int, ns: str, start: int = 0) -> list[Memory]:
+    vectors = np.random.default_rng(start).normal(size=(n, DIM))
+    return [
+        Memory(
+            id=f"m{start + i:05d}",
+            namespace=ns,
+            content=f"note {start + i}",
+            embedding=[float(x) for x in vectors[i]],
+            created_at=T0 + timedelta(minutes=start + i),
+            updated_at=T0,
+            tier_changed_at=T0,
+        )
+        for i in range(n)
+    ]
+
+
+def _counted(path: Path) -> dict[tuple[str, str], int]:
+    conn = sqlite3.connect(path)
+    try:
+        kept = {
+            (ns, tier): rows
+            for ns, tier, rows in conn.execute("SELECT namespace, tier, rows FROM tier_rows")
+            if rows
+        }
+        true = {
+            (ns, tier): rows
+            for ns, tier, rows in conn.execute(
+                "SELECT namespace, tier, count(*) FROM memories GROUP BY 1, 2"
+            )
+        }
+        assert kept == true
+        return kept
+    finally:
+        conn.close()
+
+
+async def test_the_counts_follow_every_write(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        await store.put_many("a", _memories(40, "a"))
+        await store.put_many("b", _memories(7, "b", start=100))
+        assert _counted(path) == {("a", "hot"): 40, ("b", "hot"): 7}
+        await store.set_tier("a", [f"m{i:05d}" for i in range(10)], Tier.COLD, T0)
+        await store.set_tier("a", [f"m{i:05d}" for i in range(10, 15)], Tier.WARM, T0)
+        await store.delete_many("a", [f"m{i:05d}" for i in range(35, 40)])
+        assert _counted(path) == {
+            ("a", "hot"): 20,
+            ("a", "warm"): 5,
+            ("a", "cold"): 10,
+            ("b", "hot"): 7,
+        }
+        other = sqlite3.connect(path)  # another writer, without this library
+        with other:
+            other.execute("UPDATE memories SET tier = 'warm' WHERE namespace = 'b'")
+        other.close()
+        assert _counted(path)[("b", "warm")] == 7
+        await store.clear("a")
+        assert _counted(path) == {("b", "warm"): 7}
+    finally:
+        await store.close()
+
+
+async def test_a_file_from_before_the_counts_gets_them_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await SQLiteMemoryStore.open(path)
+    await store.put_many("a", _memories(12, "a"))
+    await store.set_tier("a", ["m00000", "m00001"], Tier.COLD, T0)
+    await store.close()
+    conn = sqlite3.connect(path)
+    with conn:  # as an older library left it: no table, no triggers, no mark
+        for trigger in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER memories_tier_rows_{trigger}")
+        conn.execute("DROP TABLE tier_rows")
+        conn.execute("DELETE FROM meta WHERE key = 'tier_rows'")
+    conn.close()
+    store = await SQLiteMemoryStore.open(path)
+    await store.close()
+    assert _counted(path) == {("a", "hot"): 10, ("a", "cold"): 2}
+
+
+class _GraphCalls:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.counts: list[int] = []
+        search = ann.AnnIndex.search
+
+        def counting(index: ann.AnnIndex, query: np.ndarray, count: int) -> ann.Keys:
+            self.counts.append(count)
+            return search(index, query, count)
+
+        monkeypatch.setattr(ann.AnnIndex, "search", counting)
+
+
+@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+async def test_an_empty_tier_is_not_searched_through_the_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
+    try:
+        await store.put_many("a", _memories(300, "a"))
+        query = np.ones(DIM, dtype=np.float32)
+        await store.vector_search("a", query, tiers=frozenset({Tier.HOT}), k=5)
+        calls = _GraphCalls(monkeypatch)
+        found = await store.vector_search("a", query, tiers=frozenset({Tier.COLD}), k=5)
+        assert found == []
+        assert calls.counts == []  # before: 64, 256, 1024 candidates, then a scan
+    finally:
+        await store.close()
+
+
+@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+async def test_a_small_share_of_the_graph_is_found_in_one_graph_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
+    try:
+        await store.put_many("a", _memories(800, "a"))
+        cold = [f"m{i:05d}" for i in range(0, 800, 8)]  # 100 rows: 1/8 of the graph
+        await store.set_tier("a", cold, Tier.COLD, T0)
+        rng = np.random.default_rng(3)
+        calls = _GraphCalls(monkeypatch)
+        for query in rng.normal(size=(10, DIM)).astype(np.float32):
+            got = await store.vector_search("a", query, tiers=frozenset({Tier.COLD}), k=5)
+            want = await store.vector_search(
+                "a", query, tiers=frozenset({Tier.COLD}), k=5, filters=SearchFilter(exact=True)
+            )
+            assert [s.memory.id for s in got] == [s.memory.id for s in want]
+        # one graph search per query, asked for k / share candidates (before: 2k, then 4x)
+        assert len(calls.counts) == 10
+        assert min(calls.counts) >= 8 * 37
+    finally:
+        await store.close()
+
+
+@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+async def test_a_tier_with_fewer_rows_than_the_graph_threshold_is_scanned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
+    try:
+        await store.put_many("a", _memories(300, "a"))
+        await store.set_tier("a", ["m00001", "m00002", "m00003"], Tier.WARM, T0)
+        calls = _GraphCalls(monkeypatch)
+        found = await store.vector_search(
+            "a", np.ones(DIM, dtype=np.float32), tiers=frozenset({Tier.WARM}), k=5
+        )
+        assert sorted(s.memory.id for s in found) == ["m00001", "m00002", "m00003"]
+        assert calls.counts == []
+    finally:
+        await store.close()
