@@ -630,12 +630,15 @@ class VectorTable:
                 out.update(index.cosines(q, [i for i in ids if i not in out]))
         missing = [i for i in ids if i not in out]
         if missing:
-            for row in conn.execute(
+            rows = conn.execute(
                 f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
                 f"WHERE m.namespace = ? AND m.id {IN_JSON}",
                 (ns, json_list(missing)),
-            ):
-                out[row[0]] = float(unit(from_blob(row[1])) @ q)
+            ).fetchall()
+            if rows:  # one matrix product (a large namespace caches no partition)
+                matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+                scores = unit_rows(matrix.reshape(len(rows), -1).astype(np.float32)) @ q
+                out.update(zip((r[0] for r in rows), scores.tolist(), strict=True))
         return out
 
 

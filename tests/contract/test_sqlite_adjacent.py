@@ -1,0 +1,49 @@
+"""A hit's neighbours in time (`SQLiteMemoryStore.adjacent`, recall's context phase):
+per side nearest first, insertion order between equal timestamps, within the window,
+live memories of the namespace only, for many hits in one call."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.models import Memory
+from tiered_memory.ports import MemoryPatch
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _memory(memory_id: str, minute: int, ns: str = "a") -> Memory:
+    return Memory(
+        id=memory_id,
+        namespace=ns,
+        content=f"turn {memory_id}",
+        embedding=[1.0, float(minute), 0.5],
+        created_at=T0 + timedelta(minutes=minute),
+        updated_at=T0,
+        tier_changed_at=T0,
+    )
+
+
+async def test_neighbours_per_side_nearest_first_for_every_hit(tmp_path: Path) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
+    try:
+        # t0 and t1 share a timestamp: insertion order decides which is nearer
+        minutes = {"t0": 0, "t1": 0, "t2": 1, "t3": 2, "t4": 3, "t5": 4, "t6": 30}
+        await store.put_many("a", [_memory(i, m) for i, m in minutes.items()])
+        await store.put_many("b", [_memory("t9", 2, ns="b")])  # another namespace
+        await store.patch_many("a", ["t4"], MemoryPatch(do_not_inject=True))  # forgotten
+        found = await store.adjacent(
+            "a", ["t3", "t1", "t6", "missing"], within=timedelta(minutes=10), per_side=2
+        )
+        ids = {hit: [m.id for m in ms] for hit, ms in found.items()}
+        assert ids == {
+            "t3": ["t2", "t1", "t5"],  # before: nearest first; after: t4 is forgotten
+            "t1": ["t0", "t2", "t3"],
+            "t6": [],  # the nearest is 26 minutes away
+        }
+        one = await store.adjacent("a", ["t2"], within=timedelta(minutes=10), per_side=1)
+        assert [m.id for m in one["t2"]] == ["t1", "t3"]
+    finally:
+        await store.close()
