@@ -278,3 +278,40 @@ def test_a_backup_taken_during_a_sweep_of_another_process_verifies(tmp_path: Pat
     assert json.loads(out.decode().strip().splitlines()[-1])["errors"] == []
     print(f"\n[backup during a sweep] archived counts in the backups: {archived_in_backups}")
     assert any(0 < n < 1500 for n in archived_in_backups), "no backup landed mid-archival"
+
+
+def _damaged(folder: Path) -> Path:
+    """A store whose file passes the header check but not SQLite's quick_check: a page
+    in the middle (a B-tree page of the memories or an index) overwritten."""
+    db = folder / "damaged.db"
+    mem = _open(db)
+    _add(mem, 300)
+    mem.close()
+    for suffix in ("-wal", "-shm"):
+        assert not db.with_name(db.name + suffix).exists()
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    middle = (len(data) // page // 2) * page
+    data[middle : middle + page] = bytes([0x0D]) + b"\xff" * (page - 1)
+    db.write_bytes(bytes(data))
+    return db
+
+
+async def test_a_damaged_file_is_refused_at_open_up_to_the_check_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tiered_memory.backends.sqlite import database
+
+    db = _damaged(tmp_path)
+    refused = "integrity check|malformed"  # quick_check lists the damage, or fails on it
+    with pytest.raises(BackendUnavailableError, match=refused):
+        await SQLiteMemoryStore.open(db)
+    # Above the size, the open does not read the whole file (the damaged page is not
+    # one the opening reads), and says so
+    monkeypatch.setattr(database, "VERIFY_MAX_BYTES", 1024)
+    with caplog.at_level("INFO", logger=database.__name__):
+        store = await SQLiteMemoryStore.open(db)
+        await store.close()
+    assert "left to `tiered-memory verify`" in caplog.text
+    with pytest.raises(BackendUnavailableError, match=refused):
+        await SQLiteMemoryStore.open(db, verify=True)  # forced: checked whatever the size

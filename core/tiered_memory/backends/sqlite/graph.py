@@ -144,7 +144,7 @@ class SQLiteAssociationGraph:
         cls,
         path: str | PathLike[str],
         *,
-        verify: bool = True,
+        verify: bool | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> SQLiteAssociationGraph:
         """A graph with its own connection (when it is used without the store)."""

@@ -119,7 +119,7 @@ class SQLiteMemoryStore:
         cls,
         path: str | PathLike[str],
         *,
-        verify: bool = True,
+        verify: bool | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         use_days_kept: int = TierPolicy().use_days_kept,
         cache_rows: int = DEFAULT_CACHE_ROWS,
@@ -133,7 +133,9 @@ class SQLiteMemoryStore:
         embedder's): recorded before the first write, and a file holding vectors of
         another size is refused here (`ensure_dimension`).
 
-        `verify=False` skips the integrity check that reads the whole file at open.
+        `verify` runs the integrity check that reads the whole file at open: None
+        (the default) on files up to 512 MB (`database.VERIFY_MAX_BYTES`), True always,
+        False never.
         `cache_rows` bounds the vectors kept in memory (about 1.5 KB each at 384-d).
         `lexical_rows` bounds the texts one lexical search scores with BM25
         (`LexicalSearch.terms`). A namespace holding `ann_min_rows` memories or more is
