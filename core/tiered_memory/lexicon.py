@@ -36,6 +36,9 @@ MIN_IDF = 1e-6
 # categories L*, N*, Co); inside a word the combining diacritical marks belong to it too.
 _START = r"[^\W_]|[\ue000-\uf8ff]"
 _WORD = re.compile(rf"(?:{_START})(?:{_START}|[\u0300-\u036f])*")
+# In ASCII text those are the runs of letters and digits (what the class above
+# matches there), and folding is lowering: a faster scan for the usual text.
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _FOLDED: dict[str, str] = {}  # raw word -> term; bounded by _FOLDED_KEPT
 _FOLDED_KEPT = 200_000
 STEMMER = "english"  # Snowball's name; part of the store's tokenizer version
@@ -89,9 +92,17 @@ def _term(word: str) -> str:
     return term
 
 
+def _words(text: str) -> list[str]:
+    """The words of `text`, in order; those of ASCII text already lower case."""
+    if text.isascii():
+        return _ASCII_WORD.findall(text.lower())
+    return _WORD.findall(text)
+
+
 def tokens(text: str) -> list[str]:
     """Every indexed term of `text`, in order, repeats included."""
-    return [_term(word) for word in _WORD.findall(text)]
+    known = _FOLDED.get
+    return [known(word) or _term(word) for word in _words(text)]
 
 
 def query_terms(text: str) -> list[str]:
@@ -106,8 +117,17 @@ def query_terms(text: str) -> list[str]:
 
 
 def term_counts(text: str) -> dict[str, int]:
-    """How often each term occurs in `text` (a document's term frequencies)."""
-    return dict(Counter(tokens(text)))
+    """How often each term occurs in `text` (a document's term frequencies), in the
+    order of their first occurrence.
+
+    The index's write path calls this once per memory: the words are counted first
+    (C code), and each distinct word is folded and stemmed through the cache."""
+    counts: dict[str, int] = {}
+    known = _FOLDED.get
+    for word, n in Counter(_words(text)).items():
+        term = known(word) or _term(word)
+        counts[term] = counts.get(term, 0) + n
+    return counts
 
 
 @dataclass(frozen=True)
