@@ -380,8 +380,7 @@ async def test_a_schema_5_file_gets_the_batch_write_path(tmp_path: Path) -> None
     try:
         with migrated.database.read() as conn:
             triggers = {
-                r[0]
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             }
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         assert {"memories_lexicon_queue", "memories_lexicon_unindex"} <= triggers
@@ -459,7 +458,8 @@ async def test_recent_postings_are_merged_into_the_big_tree(
         with store.database.read() as conn:
             recent = conn.execute("SELECT count(*) FROM lexicon_recent").fetchone()[0]
             big = conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0]
-        assert recent < 5 and big > 0
+        assert recent < 5
+        assert big > 0
         with reference.database.read() as conn:
             assert conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0] == 0
         for ns in TEXTS:

@@ -232,9 +232,9 @@ def index_queued(conn: sqlite3.Connection, queue: IndexQueue) -> int:
             (ns, documents, tokens),
         )
         numbers[ns] = int(
-            conn.execute(
-                "SELECT id FROM lexicon_namespaces WHERE namespace = ?", (ns,)
-            ).fetchone()[0]
+            conn.execute("SELECT id FROM lexicon_namespaces WHERE namespace = ?", (ns,)).fetchone()[
+                0
+            ]
         )
     conn.executemany("INSERT INTO lexicon_documents (pk, length) VALUES (?, ?)", lengths)
     # (pk, tf) pairs, flat, by namespace number and term; in pk order, as `counted` is.
