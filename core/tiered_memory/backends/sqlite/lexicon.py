@@ -377,12 +377,16 @@ def statistics(
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
+# A term's postings in both trees, each with its document's length.
 _POSTINGS_OF = " UNION ALL ".join(
-    f"SELECT pk, tf FROM {table} WHERE ns = :ns AND term = :term" for table in _POSTINGS
+    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term"
+    for table in _POSTINGS
 )
 _POSTINGS_AMONG = " UNION ALL ".join(
-    f"SELECT pk, tf FROM {table} WHERE ns = :ns AND term = :term "
-    "AND pk IN (SELECT value FROM json_each(:pks))"
+    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term "
+    "AND p.pk IN (SELECT value FROM json_each(:pks))"
     for table in _POSTINGS
 )
 
@@ -391,22 +395,14 @@ def postings(
     conn: sqlite3.Connection, ns: int, terms: Sequence[str], pks: Sequence[int] | None = None
 ) -> list[Posting]:
     """The postings of `terms` in namespace number `ns`, of the documents `pks` only if
-    given."""
-    counts: list[tuple[str, int, int]] = []
+    given, term by term in the order of `terms`."""
+    found: list[Posting] = []
+    among = None if pks is None else json.dumps(list(pks))
     for term in terms:
-        if pks is None:
-            rows = conn.execute(_POSTINGS_OF, {"ns": ns, "term": term})
+        if among is None:
+            cursor = conn.execute(_POSTINGS_OF, {"ns": ns, "term": term})
         else:
-            rows = conn.execute(
-                _POSTINGS_AMONG, {"ns": ns, "term": term, "pks": json.dumps(list(pks))}
-            )
-        counts.extend((term, int(pk), int(tf)) for pk, tf in rows)
-    if not counts:
-        return []
-    lengths = dict(
-        conn.execute(
-            f"SELECT pk, length FROM lexicon_documents WHERE pk {IN_JSON}",
-            (json.dumps(sorted({pk for _, pk, _ in counts})),),
-        ).fetchall()
-    )
-    return [Posting(term, pk, tf, int(lengths[pk])) for term, pk, tf in counts]
+            cursor = conn.execute(_POSTINGS_AMONG, {"ns": ns, "term": term, "pks": among})
+        cursor.row_factory = None  # plain tuples
+        found.extend([Posting(term, pk, tf, length) for pk, tf, length in cursor])
+    return found
