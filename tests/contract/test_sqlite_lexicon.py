@@ -1,9 +1,11 @@
-"""Schema 5: the per-namespace lexical index (`backends.sqlite.lexicon`).
+"""Schemas 5 and 6: the per-namespace lexical index (`backends.sqlite.lexicon`).
 
 A schema-3 or -4 file (one FTS5 table whose BM25 statistics spanned every namespace)
 is re-indexed when opened; so is a file indexed by another tokenizer version (another
-stemmer release or Unicode table). Whatever the writes, the index the triggers keep
-equals one rebuilt from the memories.
+stemmer release or Unicode table). A schema-5 file (per-row insert trigger) gets the
+batch write path of schema 6 and keeps its index. Whatever the writes, the index kept
+equals one rebuilt from the memories, and the batch path writes the postings the
+per-row triggers of schema 5 wrote.
 """
 
 from __future__ import annotations
@@ -70,9 +72,14 @@ def _rewrite_as_version(path: Path, version: int) -> None:
     """Drop the per-namespace index and build the FTS5 index of schemas 3-4 in its place."""
     conn = sqlite3.connect(path)
     try:
-        for name in ("insert", "delete", "update"):
+        for name in ("queue", "unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
-        for table in ("lexicon_postings", "lexicon_documents", "lexicon_namespaces"):
+        for table in (
+            "lexicon_postings",
+            "lexicon_recent",
+            "lexicon_documents",
+            "lexicon_namespaces",
+        ):
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DELETE FROM meta WHERE key = 'lexicon_tokenizer'")
         for statement in _SCHEMA_3_FTS:
@@ -93,7 +100,8 @@ def _index(conn: sqlite3.Connection) -> tuple[list[tuple[object, ...]], ...]:
         ).fetchall(),
         conn.execute("SELECT pk, length FROM lexicon_documents ORDER BY 1").fetchall(),
         conn.execute(
-            "SELECT n.namespace, p.term, p.pk, p.tf FROM lexicon_postings AS p "
+            "SELECT n.namespace, p.term, p.pk, p.tf FROM "
+            "(SELECT * FROM lexicon_postings UNION ALL SELECT * FROM lexicon_recent) AS p "
             "JOIN lexicon_namespaces AS n ON n.id = p.ns ORDER BY 1, 2, 3"
         ).fetchall(),
     )
@@ -159,7 +167,8 @@ async def test_an_index_of_another_tokenizer_version_is_rebuilt(tmp_path: Path) 
         conn.execute(
             "UPDATE meta SET value = 'snowball-english-0.1' WHERE key = 'lexicon_tokenizer'"
         )
-        conn.execute("UPDATE lexicon_postings SET term = term || 'x'")  # stems of another version
+        for table in ("lexicon_postings", "lexicon_recent"):  # stems of another version
+            conn.execute(f"UPDATE {table} SET term = term || 'x'")
     store = await SQLiteMemoryStore.open(path)
     try:
         assert [i for i, _ in await _search(store, "b", "vault")] == ["b0", "b2"]
@@ -189,6 +198,8 @@ def test_the_triggers_keep_the_index_a_rebuild_would_build(
 ) -> None:
     async def run(folder: Path) -> None:
         store = await SQLiteMemoryStore.open(folder / "memory.db")
+        merge_at = sqlite_lexicon.MERGE_POSTINGS
+        sqlite_lexicon.MERGE_POSTINGS = 7  # postings in both trees, and merges between
         try:
             for op, ns, n, text in ops:
                 memory_id = f"m{n}"
@@ -214,7 +225,251 @@ def test_the_triggers_keep_the_index_a_rebuild_would_build(
                     await store.archive_many(ns, [record])
             _kept_equals_rebuilt(store)
         finally:
+            sqlite_lexicon.MERGE_POSTINGS = merge_at
             await store.close()
 
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(run(Path(folder)))
+
+
+# -- schema 6: the batch write path --------------------------------------------------
+
+# The per-row triggers of schema 5, verbatim: the reference the batch path must equal.
+_SCHEMA_5_NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
+
+
+def _schema_5_index(row: str) -> list[str]:
+    return [
+        f"""INSERT INTO lexicon_namespaces (namespace, documents, tokens)
+            VALUES ({row}.namespace, 1, tm_length({row}.content))
+            ON CONFLICT (namespace) DO UPDATE
+            SET documents = documents + 1, tokens = tokens + excluded.tokens""",
+        f"""INSERT INTO lexicon_documents (pk, length)
+            VALUES ({row}.pk, tm_length({row}.content))""",
+        f"""INSERT INTO lexicon_postings (ns, term, pk, tf)
+            SELECT {_SCHEMA_5_NS.format(row=row)}, j.key, {row}.pk, j.value
+            FROM json_each(tm_terms({row}.content)) AS j""",
+    ]
+
+
+def _schema_5_unindex(row: str) -> list[str]:
+    return [
+        f"""DELETE FROM lexicon_postings WHERE ns = {_SCHEMA_5_NS.format(row=row)}
+            AND pk = {row}.pk
+            AND term IN (SELECT key FROM json_each(tm_terms({row}.content)))""",
+        f"DELETE FROM lexicon_documents WHERE pk = {row}.pk",
+        f"""UPDATE lexicon_namespaces
+            SET documents = documents - 1, tokens = tokens - tm_length({row}.content)
+            WHERE namespace = {row}.namespace""",
+    ]
+
+
+def _schema_5_triggers() -> list[str]:
+    def trigger(name: str, event: str, statements: list[str]) -> str:
+        body = ";\n".join(statements)
+        return f"CREATE TRIGGER {name} AFTER {event} ON memories BEGIN\n{body};\nEND"
+
+    return [
+        trigger("memories_lexicon_insert", "INSERT", _schema_5_index("new")),
+        trigger("memories_lexicon_delete", "DELETE", _schema_5_unindex("old")),
+        trigger(
+            "memories_lexicon_update",
+            "UPDATE OF content, namespace",
+            [*_schema_5_unindex("old"), *_schema_5_index("new")],
+        ),
+    ]
+
+
+_PIECES = st.sampled_from(
+    [
+        "vault",
+        "codes",
+        "Coding",
+        "the",
+        "4711",
+        "Caf\u00e9",
+        "cafe\u0301",
+        "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8",
+        "\U0001f600\U0001f680",
+        "snake_case",
+        "",
+    ]
+)
+_DOC = st.one_of(st.lists(_PIECES, max_size=8).map(" ".join), st.text(max_size=20))
+_BATCHES = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.lists(_DOC, min_size=1, max_size=8)),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=_BATCHES, repeat=st.booleans())
+def test_the_batch_path_writes_what_the_per_row_triggers_wrote(
+    batches: list[tuple[str, list[str]]], repeat: bool
+) -> None:
+    """Random texts (empty, emoji, CJK, combining marks; the same text several times in
+    one batch when `repeat`), put in batches: the index equals the one schema 5's
+    per-row insert trigger builds from the same rows, one INSERT at a time."""
+
+    async def run(folder: Path) -> None:
+        store = await SQLiteMemoryStore.open(folder / "memory.db")
+        try:
+            for b, (ns, texts) in enumerate(batches):
+                docs = [t for t in texts for _ in range(2 if repeat else 1)]
+                await store.put_many(
+                    ns, [_memory(f"m{b}-{i}", text) for i, text in enumerate(docs)]
+                )
+            with store.database.read() as conn:
+                conn.row_factory = None
+                try:
+                    rows = conn.execute(
+                        "SELECT pk, namespace, content FROM memories ORDER BY pk"
+                    ).fetchall()
+                    kept = _index(conn)
+                finally:
+                    conn.row_factory = sqlite3.Row
+        finally:
+            await store.close()
+        reference = sqlite3.connect(":memory:")
+        try:
+            sqlite_lexicon.register_functions(reference)
+            reference.execute(
+                "CREATE TABLE memories (pk INTEGER PRIMARY KEY, namespace TEXT, content TEXT)"
+            )
+            reference.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+            for statement in sqlite_lexicon.SCHEMA[:5]:  # the tables, not the triggers
+                reference.execute(statement)
+            for statement in _schema_5_triggers():
+                reference.execute(statement)
+            for row in rows:  # one row at a time, as the per-row triggers saw them
+                reference.execute("INSERT INTO memories VALUES (?, ?, ?)", row)
+            assert kept == _index(reference)
+        finally:
+            reference.close()
+
+    with tempfile.TemporaryDirectory() as folder:
+        asyncio.run(run(Path(folder)))
+
+
+def _rewrite_as_schema_5(path: Path) -> None:
+    """The file as schema 5 left it: one postings table, the per-row triggers."""
+    conn = sqlite3.connect(path)
+    try:
+        sqlite_lexicon.register_functions(conn)
+        sqlite_lexicon.merge(conn)
+        for name in ("queue", "unindex", "reindex"):
+            conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
+        conn.execute("DROP TABLE lexicon_recent")
+        for statement in _schema_5_triggers():
+            conn.execute(statement)
+        conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_a_schema_5_file_gets_the_batch_write_path(tmp_path: Path) -> None:
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    await _fill(fresh)
+    await _fill(old)
+    _rewrite_as_schema_5(old)
+
+    migrated = await SQLiteMemoryStore.open(old)
+    reference = await SQLiteMemoryStore.open(fresh)
+    try:
+        with migrated.database.read() as conn:
+            triggers = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            }
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        assert {"memories_lexicon_queue", "memories_lexicon_unindex"} <= triggers
+        assert not triggers & {"memories_lexicon_insert", "memories_lexicon_delete"}
+        assert meta["schema_version"] == str(SCHEMA_VERSION) == "6"
+        for ns in TEXTS:
+            for query in ("vault code", "the codes", "piano garden"):
+                assert await _search(migrated, ns, query) == await _search(reference, ns, query)
+        await migrated.put_many("a", [_memory("a9", "a new vault")])
+        await migrated.delete_many("b", ["b0"])
+        _kept_equals_rebuilt(migrated)
+        assert {i for i, _ in await _search(migrated, "a", "vault")} == {"a0", "a9"}
+    finally:
+        await migrated.close()
+        await reference.close()
+
+
+def _copy_row(conn: sqlite3.Connection, source: str, memory_id: str, content: str) -> None:
+    """Insert a copy of memory `source` of namespace "a" with another id and text, by
+    plain SQL (not through the store)."""
+    names = [
+        str(r[1])
+        for r in conn.execute("PRAGMA table_info(memories)")
+        if r[1] not in ("pk", "id", "content")
+    ]
+    conn.execute(
+        f"INSERT INTO memories (id, content, {', '.join(names)}) "
+        f"SELECT ?, ?, {', '.join(names)} FROM memories WHERE namespace = 'a' AND id = ?",
+        (memory_id, content, source),
+    )
+
+
+async def test_a_connection_without_the_functions_cannot_insert_a_memory(
+    tmp_path: Path,
+) -> None:
+    """The sqlite3 shell can read the file, but an INSERT fails instead of leaving a
+    memory out of the index."""
+    path = tmp_path / "memory.db"
+    await _fill(path)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 6
+        with pytest.raises(sqlite3.OperationalError, match="tm_queue"):
+            _copy_row(conn, "a0", "x", "vault")
+    finally:
+        conn.close()
+
+
+async def test_a_row_inserted_another_way_is_indexed_before_it_commits(tmp_path: Path) -> None:
+    """Only `MemoryTable.insert` indexes its rows at once; any other INSERT on the
+    library's connection is indexed when its transaction (or savepoint) commits."""
+    store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+    try:
+        await store.put_many("a", [_memory("a0", "the vault code")])
+        with store.database.write() as conn:
+            _copy_row(conn, "a0", "x", "a vault of codes")
+        _kept_equals_rebuilt(store)
+        assert {i for i, _ in await _search(store, "a", "codes")} == {"a0", "x"}
+    finally:
+        await store.close()
+
+
+async def test_recent_postings_are_merged_into_the_big_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MERGE_POSTINGS, the recent postings move into `lexicon_postings`; scores
+    and the index are the same as without a merge."""
+    merged, kept = tmp_path / "merged.db", tmp_path / "kept.db"
+    await _fill(kept)
+    monkeypatch.setattr(sqlite_lexicon, "MERGE_POSTINGS", 5)
+    await _fill(merged)
+    store = await SQLiteMemoryStore.open(merged)
+    reference = await SQLiteMemoryStore.open(kept)
+    try:
+        with store.database.read() as conn:
+            recent = conn.execute("SELECT count(*) FROM lexicon_recent").fetchone()[0]
+            big = conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0]
+        assert recent < 5
+        assert big > 0
+        with reference.database.read() as conn:
+            assert conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0] == 0
+        for ns in TEXTS:
+            for query in ("vault code", "the codes", "piano garden"):
+                assert await _search(store, ns, query) == await _search(reference, ns, query)
+            assert await store.lexical_statistics(
+                ns, "vault codes"
+            ) == await reference.lexical_statistics(ns, "vault codes")
+        await store.delete_many("b", ["b0"])
+        _kept_equals_rebuilt(store)
+    finally:
+        await store.close()
+        await reference.close()

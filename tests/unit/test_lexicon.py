@@ -9,6 +9,7 @@ for the words and the formula; `snowballstemmer` itself for the stems.
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -150,3 +151,51 @@ def test_bm25_equals_fts5(fts: sqlite3.Connection) -> None:
         if term in counts[pk]
     ]
     assert bm25(stats, terms, postings) == expected
+
+
+# Texts as the index's write path meets them: mostly ASCII words, some of them in
+# other scripts (accents, CJK, emoji, combining marks, private use), and empty ones.
+_PIECES = st.sampled_from(
+    [
+        "code",
+        "Codes",
+        "CODING",
+        "the",
+        "4711",
+        "snake_case",
+        "don't",
+        "Caf\u00e9",
+        "cafe\u0301",
+        "\u65e5\u672c\u8a9e",
+        "\U0001f600",
+        "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+        "\ue000abc",
+        "\u00c6r\u00f8",
+        "...",
+        "",
+    ]
+)
+_TEXTS = st.one_of(
+    st.lists(_PIECES, max_size=12).map(" ".join),
+    st.text(max_size=30),
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=30),
+)
+
+
+def _reference_terms(text: str) -> list[str]:
+    """The terms by the full unicode61 scan, word by word (no ASCII shortcut)."""
+    from tiered_memory import lexicon
+
+    return [lexicon._term(word) for word in lexicon._WORD.findall(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS)
+def test_the_ascii_scan_and_the_counts_equal_the_word_by_word_terms(text: str) -> None:
+    """The write path's shortcuts (ASCII scan, counting words before stemming them)
+    give the terms and counts of the word-by-word path."""
+    expected = _reference_terms(text)
+    assert tokens(text) == expected
+    counts = term_counts(text)
+    assert counts == dict(Counter(expected))
+    assert list(counts) == list(dict.fromkeys(expected))  # first-occurrence order

@@ -217,8 +217,15 @@ _current: contextvars.ContextVar[tuple[_Transaction, ...]] = contextvars.Context
 class SQLiteDatabase:
     """An open SQLite file with the tiered-memory schema. Build it with `open()`."""
 
-    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        path: str,
+        connection: sqlite3.Connection,
+        lexicon_queue: lexicon.IndexQueue | None = None,
+    ) -> None:
         self.path = path
+        # The memories inserted but not yet in the lexical index (`lexicon.index_queued`).
+        self.lexicon_queue = lexicon_queue if lexicon_queue is not None else lexicon.IndexQueue()
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = connection
         self._depth = 0  # open BEGIN/SAVEPOINT levels
@@ -279,7 +286,7 @@ class SQLiteDatabase:
             conn, read_only = _open_immutable(path, busy_timeout), True
         try:
             register_functions(conn)
-            lexicon.register_functions(conn)
+            queue = lexicon.register_functions(conn)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -312,7 +319,7 @@ class SQLiteDatabase:
             if isinstance(e, sqlite3.Error):
                 raise translate_error(e, path) from e
             raise
-        return cls(path, conn)
+        return cls(path, conn, queue)
 
     # -- access --------------------------------------------------------------------------
 
@@ -426,6 +433,9 @@ class SQLiteDatabase:
         self._depth += 1
 
     def _commit(self, conn: sqlite3.Connection) -> None:
+        # Memories inserted other than through `MemoryTable.insert` (which indexes its
+        # rows at once) are indexed before they can commit.
+        lexicon.index_queued(conn, self.lexicon_queue)
         level = self._depth - 1
         conn.execute("COMMIT" if level == 0 else f"RELEASE sp{level}")
         self._depth = level

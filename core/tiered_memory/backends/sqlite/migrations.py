@@ -14,6 +14,11 @@ Versions:
    from the originals); a library older than 4 would not honour the claims.
 5. the lexical index per namespace (`lexicon`) instead of one FTS5 table whose BM25
    statistics spanned every namespace; built from the memories when opened.
+6. the lexical index written per batch (`lexicon`): the insert trigger only queues
+   the row (`tm_queue`), new postings go to `lexicon_recent` first, and deletes take
+   a memory's length from `lexicon_documents`. The schema-5 triggers are replaced when
+   opened (`lexicon.SCHEMA`); the index itself stays as it is. A library of schema 5
+   would index through its own insert trigger as well, so it must refuse the file.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from tiered_memory.models import ArchiveRecord
 from . import lexicon, schema, tier_rows
 from .archive_rows import FLAGS_UNKNOWN, UPSERT, archive_row
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Columns added to the archive table after it was first laid out (NULL in the rows
 # before), with schema version 4: `add_columns` adds them to older files, by presence,
