@@ -167,6 +167,18 @@ class Sweep:
         """HOT -> WARM or COLD (`lifecycle.hot_expiry`). A memory that goes through WARM
         straight to COLD is rewritten once and counted in both transitions, as the two
         moves would be."""
+        if isinstance(self.store, lifecycle.SupportsBulkExpiry):
+            moves = await self.store.expire_hot(
+                ns,
+                lifecycle.hot_expiry_bounds(now, self.policy),
+                partial(lifecycle.unpinned_time_to_floor_us, policy=self.policy),
+                now,
+                dry_run=report.dry_run,
+            )
+            report.add("hot_to_warm", moves.to_warm + moves.through_warm)
+            report.add("hot_to_cold", moves.to_cold)
+            report.add("warm_to_cold", moves.through_warm)
+            return
         to_warm: list[str] = []
         to_cold: list[str] = []
         through_warm: list[str] = []
