@@ -220,3 +220,51 @@ async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
     with store._db.read() as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert sqlite_sweep.TIER_INDEX in names
+
+
+@pytest.mark.parametrize(
+    ("query", "tier", "index"),
+    [
+        (lifecycle.SUPERSEDED_QUERY, "warm", "memories_superseded"),
+        (lifecycle.cold_to_warm_query(Policy().tiers), "cold", "memories_cold_used"),
+        (lifecycle.core_query(Policy().tiers), "hot", "memories_used"),
+    ],
+)
+async def test_rules_without_a_timestamp_read_only_the_rows_that_can_qualify(
+    store: SQLiteMemoryStore, query: ScanQuery, tier: str, index: str
+) -> None:
+    """Superseded memories, COLD ones used since, used ones: each walks a partial index
+    of the rows that can qualify (every page, in id order); through the tier index an
+    idle sweep read every row of a tier for each of these rules."""
+    assert scan_index(query, tier) == f" INDEXED BY {index}"
+    assert scan_index(dataclasses.replace(query, after_id="m001"), tier) == f" INDEXED BY {index}"
+    batch = memories(12)
+    for i, m in enumerate(batch):
+        m.tier = Tier.COLD if tier == "cold" else Tier(tier)
+        m.use_count = m.uses_since_cold = 9 if i % 3 == 0 else 0
+        m.use_days = [T0.date()] if m.use_count else []
+        m.superseded_by = "m000" if i % 3 == 0 and i else None
+    await store.put_many(NS, batch)
+    want = [
+        m.id
+        for m in batch
+        if m.use_count and query.superseded in (None, m.superseded_by is not None)
+    ]
+    got: list[str] = []
+    page_query = dataclasses.replace(query, limit=2)
+    while True:
+        page = await store.scan_ids(NS, page_query)
+        got += page
+        if len(page) < 2:
+            break
+        page_query = dataclasses.replace(page_query, after_id=page[-1])
+    assert got == want
+    with store.database.read() as conn:
+        plan = conn.execute(
+            f"EXPLAIN QUERY PLAN SELECT id FROM memories{scan_index(query, tier)} "
+            f"WHERE namespace = ? AND tier = {tier_literal(tier)} "
+            f"AND superseded_by IS NOT NULL AND uses_since_cold > 0 AND use_count > 0 "
+            "ORDER BY id",
+            (NS,),
+        ).fetchall()
+    assert any(index in str(tuple(row)) for row in plan), plan

@@ -70,12 +70,29 @@ def scan_index(query: ScanQuery, tier: str) -> str:
     it walks the id index from `after_id`, which reads each row of the tier at most
     once across all the pages that follow.
     """
+    if query.after_id is None:
+        for field, part, index in _BOUND_INDEXES:
+            if part == tier and getattr(query, field) is not None:
+                return f" INDEXED BY {index}"
+    partial = _partial_index(query, tier)
+    if partial is not None:
+        return f" INDEXED BY {partial[0]}"
     if query.after_id is not None:
         return " INDEXED BY memories_tier_id"
-    for field, part, index in _BOUND_INDEXES:
-        if part == tier and getattr(query, field) is not None:
-            return f" INDEXED BY {index}"
     return ""
+
+
+def _partial_index(query: ScanQuery, tier: str) -> tuple[str, str] | None:
+    """The partial index (and the literal condition that lets SQLite use it) of a rule
+    that selects few rows by a flag or a count rather than a timestamp: superseded
+    memories, COLD ones used since, used ones. Every page, in id order."""
+    if query.superseded:
+        return "memories_superseded", "superseded_by IS NOT NULL"
+    if tier == "cold" and (query.min_uses_since_cold or 0) > 0:
+        return "memories_cold_used", "uses_since_cold > 0"
+    if (query.min_use_count or 0) > 0 or query.used:
+        return "memories_used", "use_count > 0"
+    return None
 
 
 def tier_literal(tier: str) -> str:
@@ -130,9 +147,12 @@ class SweepReads:
         where = "".join(f" AND {c}" for c in clauses)
         rows: list[Any] = []
         for part in parts:
+            index = scan_index(query, part)
+            partial = _partial_index(query, part)
+            implied = f" AND {partial[1]}" if partial and partial[0] in index else ""
             sql = (
-                f"SELECT {columns} FROM memories AS m{scan_index(query, part)} "
-                f"WHERE namespace = ? AND tier = {tier_literal(part)}{where} "
+                f"SELECT {columns} FROM memories AS m{index} "
+                f"WHERE namespace = ? AND tier = {tier_literal(part)}{where}{implied} "
                 "ORDER BY id LIMIT ?"
             )
             rows.extend(conn.execute(sql, (*params, ns, *where_params, query.limit)))
