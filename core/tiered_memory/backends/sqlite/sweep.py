@@ -323,6 +323,9 @@ def _rebuilt_tier_index(conn: sqlite3.Connection, moving: int) -> Iterator[None]
     """Drop the (namespace, tier, id) index for the moves inside, and build it again
     after, when more than `REBUILD_SHARE` of the file's rows move (inside the caller's
     transaction: a reader never sees the file without it)."""
+    if moving == 0:  # an idle sweep: no need to count the file
+        yield
+        return
     rows = int(conn.execute(f"SELECT count(*) FROM memories INDEXED BY {TIER_INDEX}").fetchone()[0])
     if moving <= REBUILD_SHARE * rows:
         yield
