@@ -187,8 +187,9 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
             active = await mem.stats(namespace=NS)
             disk_active = _disk(path)
             out["disk_bytes_per_memory"] = disk_active["file_bytes"] / total
-            if n > args.sweep_max:
-                # consolidation holds a fading x fading matrix: hundreds of GB at 1M
+            if args.sweep_max is not None and n > args.sweep_max:
+                # to save the time of a run; the sweep itself is linear in the store
+                # (consolidation compares each fading memory with a bounded neighbourhood)
                 status(f"  sweep skipped above --sweep-max {args.sweep_max:,}")
                 return out
 
@@ -587,7 +588,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--framework-max", type=int, default=100_000, help="largest N for the framework stores"
     )
     parser.add_argument(
-        "--sweep-max", type=int, default=200_000, help="largest N whose sweep is measured"
+        "--sweep-max",
+        type=int,
+        default=None,
+        help="largest N whose sweep is measured (default: every N)",
     )
     parser.add_argument(
         "--peers",

@@ -5,8 +5,16 @@ cluster means the same thing wherever it is read.
 
 A group is built greedily in the order given: each memory not yet grouped takes the
 ungrouped memories at least `min_similarity` (cosine) from it, nearest first, up to
-`max_group` in all. Callers pass windows of bounded size: the similarity matrix is
-quadratic in the window.
+`max_group` in all. With a `reach`, only memories at most `reach` places apart in that
+order are compared (consolidation passes fading memories in creation order: each meets
+the `reach` written just before and just after it).
+
+Similarities are computed in tiles of at most `BLOCK` x `BLOCK` and only the pairs at
+or above `min_similarity` are kept, so no matrix grows with the number of memories: a
+namespace-wide fading x fading matrix would need hundreds of GB at a million memories.
+`Grouper` takes the memories a block at a time; with a `reach`, it settles the groups
+of each memory once everything within reach of it has arrived and forgets the vectors
+that can meet nothing new, so memory stays bounded by the reach and the block size.
 """
 
 from __future__ import annotations
@@ -16,6 +24,108 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+BLOCK = 1024
+"""Rows per side of one tile of similarities (4 MB of float32 at 1024)."""
+
+Matrix = npt.NDArray[np.float32]
+
+
+def tile(rows: Matrix, cols: Matrix) -> Matrix:
+    """Cosines of unit `rows` against unit `cols`: the only matrix the grouping makes."""
+    out: Matrix = rows @ cols.T
+    return out
+
+
+def _unit(vectors: npt.ArrayLike) -> Matrix:
+    matrix = np.array(vectors, dtype=np.float32, ndmin=2)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    return matrix
+
+
+class Grouper:
+    """The greedy grouping of `near_duplicate_groups` over memories fed in order, a block
+    at a time. `feed` returns the groups it could settle; `close` the rest."""
+
+    def __init__(self, *, min_similarity: float, max_group: int, reach: int | None = None):
+        if reach is not None and reach < 1:
+            raise ValueError("reach must be at least 1")
+        self.min_similarity, self.max_group, self.reach = min_similarity, max_group, reach
+        self._ids: dict[int, str] = {}  # position -> id, for positions not yet settled
+        self._base = 0  # position of the first row of `_vectors`
+        self._vectors: Matrix | None = None  # rows that may still meet a new one
+        self._size = 0  # rows fed so far
+        self._next = 0  # the next position the greedy pass visits
+        self._near: dict[int, list[tuple[int, float]]] = {}  # close pairs, both ways
+        self._used: set[int] = set()
+
+    def feed(self, ids: Sequence[str], vectors: npt.ArrayLike) -> list[list[str]]:
+        if not len(ids):
+            return []
+        new = _unit(vectors)
+        if new.shape[0] != len(ids):
+            raise ValueError("one vector per id")
+        start = self._size
+        self._ids.update(zip(range(start, start + len(ids)), ids, strict=True))
+        kept = new if self._vectors is None else np.concatenate([self._vectors, new])
+        self._size += len(ids)
+        self._pairs(kept, start)
+        if self.reach is None:
+            self._vectors = kept
+            return []
+        groups = self._settle(self._size - self.reach)
+        # rows more than `reach` before the next one fed can meet nothing new
+        drop = max(0, self._size - self.reach - self._base)
+        self._vectors = kept[drop:]
+        self._base += drop
+        return groups
+
+    def close(self) -> list[list[str]]:
+        groups = self._settle(self._size)
+        self._vectors, self._base = None, self._size
+        return groups
+
+    def _pairs(self, kept: Matrix, start: int) -> None:
+        """Record every close pair (i, j), j < i, of the rows from `start` on."""
+        reach, t = self.reach, self.min_similarity
+        # With a reach, a row meets `reach` earlier rows: tiles of reach/2 rows against
+        # reach + reach/2 columns compute 1.5 cosines per one wanted, full-height ones 3.
+        step = BLOCK if reach is None else max(1, min(BLOCK, reach // 2))
+        for r0 in range(start, self._size, step):
+            r1 = min(r0 + step, self._size)
+            lo = self._base if reach is None else max(self._base, r0 - reach)
+            rows = kept[r0 - self._base : r1 - self._base]
+            for c0 in range(lo, r1, BLOCK):
+                c1 = min(c0 + BLOCK, r1)
+                sims = tile(rows, kept[c0 - self._base : c1 - self._base])
+                ri, cj = np.nonzero(sims >= t)
+                for a, b in zip(ri.tolist(), cj.tolist(), strict=True):
+                    i, j = r0 + a, c0 + b
+                    if j >= i or (reach is not None and i - j > reach):
+                        continue
+                    s = float(sims[a, b])
+                    self._near.setdefault(i, []).append((j, s))
+                    self._near.setdefault(j, []).append((i, s))
+
+    def _settle(self, upto: int) -> list[list[str]]:
+        """Run the greedy pass over positions before `upto` (those whose every
+        neighbour within reach has been fed)."""
+        groups: list[list[str]] = []
+        while self._next < upto:
+            i = self._next
+            self._next += 1
+            near = self._near.pop(i, [])
+            if i not in self._used and near:
+                candidates = sorted(p for p in near if p[0] not in self._used)
+                chosen = sorted(candidates, key=lambda p: -p[1])[: self.max_group - 1]
+                if chosen:
+                    members = [i, *(j for j, _ in chosen)]
+                    self._used.update(members)
+                    groups.append([self._ids[j] for j in members])
+            self._used.discard(i - (self.reach or self._size) - 1)
+        for i in [p for p in self._ids if p < upto - (self.reach or 0) - 1]:
+            del self._ids[i]
+        return groups
+
 
 def near_duplicate_groups(
     ids: Sequence[str],
@@ -23,25 +133,11 @@ def near_duplicate_groups(
     *,
     min_similarity: float,
     max_group: int,
+    reach: int | None = None,
 ) -> list[list[str]]:
     """Groups of at least two of `ids` (row i of `vectors` is `ids[i]`'s embedding);
     each group starts with the memory it was built around."""
     if len(ids) < 2:
         return []
-    matrix = np.array(vectors, dtype=np.float32)
-    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-    sims = matrix @ matrix.T
-    np.fill_diagonal(sims, -1.0)
-    close = sims >= min_similarity  # sort only what is near, never whole rows
-    used: set[int] = set()
-    groups: list[list[str]] = []
-    for i in (int(x) for x in np.flatnonzero(close.any(axis=1))):
-        if i in used:
-            continue
-        candidates = [int(j) for j in np.flatnonzero(close[i]) if int(j) not in used]
-        near = sorted(candidates, key=lambda j: -float(sims[i, j]))[: max_group - 1]
-        if near:
-            members = [i, *near]
-            used.update(members)
-            groups.append([ids[j] for j in members])
-    return groups
+    grouper = Grouper(min_similarity=min_similarity, max_group=max_group, reach=reach)
+    return grouper.feed(ids, vectors) + grouper.close()

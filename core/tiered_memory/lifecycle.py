@@ -15,9 +15,10 @@ changes nothing the second time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,7 @@ import numpy.typing as npt
 from . import bookkeeping, decay
 from .epoch import day_of, to_micros
 from .errors import ValidationError
-from .models import CONTEXT_PHASE, LIVE_TIERS, Hit, Memory, Tier
+from .models import CONTEXT_PHASE, LIVE_TIERS, Hit, Memory, MemoryType, Tier
 from .policy import DecayPolicy, Policy, TierPolicy
 from .ports import NO_TIME, MemoryFacts, ScanQuery
 
@@ -232,19 +233,97 @@ def warm_due(facts: MemoryFacts, now: datetime, policy: Policy) -> Bools:
     neither pinned nor core, and unused for `warm_idle`, or at the retention floor
     (within `floor_epsilon`) for `floor_dwell`: last use + `decay.time_to_floor` +
     dwell <= now (a timestamp computed from the last use, not a counter)."""
-    tp, dp = policy.tiers, policy.decay
+    tp = policy.tiers
     now_us = to_micros(now)
     idle = facts.last_used_at < to_micros(now - tp.warm_idle)
+    dwell = tp.floor_dwell // timedelta(microseconds=1)
+    dwelt = now_us - (facts.last_used_at + time_to_floor_us(facts, policy)) >= dwell
+    due: Bools = ~facts.pinned & ~facts.core & (idle | dwelt)
+    return due
+
+
+def time_to_floor_us(facts: MemoryFacts, policy: Policy) -> npt.NDArray[np.int64]:
+    """`decay.time_to_floor` of each memory, in microseconds: how long after its last
+    use its retention is within `floor_epsilon` of its floor."""
+    tp, dp = policy.tiers, policy.decay
     span = 1.0 - floors(facts, dp)
     with np.errstate(divide="ignore", invalid="ignore"):
         days = half_lives(facts, dp) * np.log2(span / tp.floor_epsilon)
     days = np.where(span <= tp.floor_epsilon, 0.0, days)
     # timedelta(days=x) rounds to the microsecond; so does this
-    to_floor = np.rint(days * _US_PER_DAY).astype(np.int64)
-    dwell = tp.floor_dwell // timedelta(microseconds=1)
-    dwelt = now_us - (facts.last_used_at + to_floor) >= dwell
-    due: Bools = ~facts.pinned & ~facts.core & (idle | dwelt)
-    return due
+    out: npt.NDArray[np.int64] = np.rint(days * _US_PER_DAY).astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True)
+class HotExpiryBounds:
+    """`hot_expiry` as bounds a store can test row by row in its own query language
+    (the embedded store's bulk expiry): with `keep` = used, or importance at least
+    `keep_importance`, or pinned, or core, a HOT memory changed before
+    `changed_before` goes COLD unless kept; a kept one goes WARM, or straight COLD
+    when neither pinned nor core and last used before `idle_before`, or at or before
+    `dwelt_by` minus its `time_to_floor_us` (`warm_due`). All in microseconds."""
+
+    changed_before: int
+    keep_importance: float
+    idle_before: int
+    dwelt_by: int
+
+
+@dataclass(frozen=True)
+class HotExpiryMoves:
+    """How many memories a bulk expiry moved (or would move, in a dry run)."""
+
+    to_warm: int
+    to_cold: int
+    through_warm: int
+
+
+@runtime_checkable
+class SupportsBulkExpiry(Protocol):
+    """A store that applies `hot_expiry` inside its own query language, moving rows
+    without handing their columns and ids to the sweep: at a million HOT memories due,
+    reading their columns and sending the ids back cost more than the moves (the
+    embedded store). `time_to_floor` is `unpinned_time_to_floor_us` for the policy."""
+
+    async def expire_hot(
+        self,
+        namespace: str,
+        bounds: HotExpiryBounds,
+        time_to_floor: Callable[[MemoryType, int], int],
+        when: datetime,
+        *,
+        dry_run: bool,
+    ) -> HotExpiryMoves: ...
+
+
+def hot_expiry_bounds(now: datetime, policy: Policy) -> HotExpiryBounds:
+    tp = policy.tiers
+    query = hot_expiry_query(now, tp)
+    assert query.tier_changed_before is not None
+    return HotExpiryBounds(
+        changed_before=to_micros(query.tier_changed_before),
+        keep_importance=tp.hot_to_warm_min_importance,
+        idle_before=to_micros(now - tp.warm_idle),
+        dwelt_by=to_micros(now) - tp.floor_dwell // timedelta(microseconds=1),
+    )
+
+
+def unpinned_time_to_floor_us(memory_type: MemoryType, use_count: int, policy: Policy) -> int:
+    """`time_to_floor_us` of one memory neither pinned nor core (the same arithmetic)."""
+    one = MemoryFacts(
+        ids=[""],
+        memory_types=[memory_type],
+        importance=np.zeros(1),
+        use_count=np.array([use_count], dtype=np.int64),
+        pinned=np.zeros(1, dtype=np.bool_),
+        core=np.zeros(1, dtype=np.bool_),
+        do_not_inject=np.zeros(1, dtype=np.bool_),
+        created_at=np.zeros(1, dtype=np.int64),
+        last_used_at=np.zeros(1, dtype=np.int64),
+        cold_since=np.zeros(1, dtype=np.int64),
+    )
+    return int(time_to_floor_us(one, policy)[0])
 
 
 SUPERSEDED_QUERY = ScanQuery(tiers=ACTIVE, superseded=True, pinned=False)

@@ -39,6 +39,16 @@ from .ports import (
 
 log = logging.getLogger(__name__)
 
+CONSOLIDATION_REACH = 256
+"""How many fading memories written just before and just after a fading memory it is
+compared with (creation order): the cost of consolidation is linear in the fading
+memories, 512 cosines each (about as many as the random id windows of 500 that came
+before met; 88k fading memories of a million took 8.6 s of float32 products at a reach
+of 512 on a loaded 2-core machine)."""
+
+CONSOLIDATION_READ = 2048
+"""Fading memories whose vectors are read at a time (a few MB at 384 dimensions)."""
+
 
 class Sweep:
     """One pass of maintenance over every namespace of a store."""
@@ -153,15 +163,24 @@ class Sweep:
             await self.store.set_tier(ns, ids, tier, now)
         report.add(name, len(ids))
 
-    def _batch(self) -> int:
-        return self.policy.archival.batch_size
-
     # -- transitions ---------------------------------------------------------------------
 
     async def _hot_expiry(self, ns: str, now: datetime, report: MaintenanceReport) -> None:
         """HOT -> WARM or COLD (`lifecycle.hot_expiry`). A memory that goes through WARM
         straight to COLD is rewritten once and counted in both transitions, as the two
         moves would be."""
+        if isinstance(self.store, lifecycle.SupportsBulkExpiry):
+            moves = await self.store.expire_hot(
+                ns,
+                lifecycle.hot_expiry_bounds(now, self.policy),
+                partial(lifecycle.unpinned_time_to_floor_us, policy=self.policy),
+                now,
+                dry_run=report.dry_run,
+            )
+            report.add("hot_to_warm", moves.to_warm + moves.through_warm)
+            report.add("hot_to_cold", moves.to_cold)
+            report.add("warm_to_cold", moves.through_warm)
+            return
         to_warm: list[str] = []
         to_cold: list[str] = []
         through_warm: list[str] = []
@@ -223,37 +242,35 @@ class Sweep:
             pinned=False,
             core=False,
             superseded=False,
-            limit=self._batch(),
+            limit=SCAN_PAGE,
         )
-        # Window by window, so memory stays bounded (a namespace-wide similarity matrix
-        # would need hundreds of GB at a million memories): each page of candidates (in
-        # id order) is one window. Fading memories left ungrouped are carried into the
-        # next window, up to half a page.
-        # The candidates are read SCAN_PAGE at a time and cut into windows here: paging
-        # the store by window would make it walk the whole bounded range once per window.
-        carry: list[str] = []
-        batch = self._batch()
-        async for page in self._facts(ns, replace(q, limit=SCAN_PAGE)):
-            fading = (~page.do_not_inject) & (
-                lifecycle.retention(page, now, dp) < cp.retention_below
+        # Every fading memory meets the `CONSOLIDATION_REACH` fading ones written just
+        # before and just after it (creation order, then id): near-duplicates are found
+        # wherever their ids fall, at a cost linear in the fading memories, and memory
+        # stays bounded (`clusters.Grouper` holds a reach of vectors and one tile).
+        fading: list[tuple[int, str]] = []
+        async for page in self._facts(ns, q):
+            due = (~page.do_not_inject) & (lifecycle.retention(page, now, dp) < cp.retention_below)
+            rows = np.flatnonzero(due)
+            fading.extend(
+                zip(page.created_at[rows].tolist(), [page.ids[i] for i in rows], strict=True)
             )
-            for start in range(0, len(page), batch):
-                rows = np.flatnonzero(fading[start : start + batch]) + start
-                window = carry + [page.ids[i] for i in rows]
-                carry = await self._consolidate_window(ns, window, now, report)
-                carry = carry[-(batch // 2) :]
-
-    async def _consolidate_window(
-        self, ns: str, fading: list[str], now: datetime, report: MaintenanceReport
-    ) -> list[str]:
-        """Merge near-duplicates among `fading`; returns the ones left ungrouped."""
-        cp = self.policy.consolidation
         if len(fading) < 2:
-            return fading
-        items, vectors = await self.store.embeddings(ns, fading)
-        groups = clusters.near_duplicate_groups(
-            items, vectors, min_similarity=cp.min_similarity, max_group=cp.max_group
+            return
+        fading.sort()
+        grouper = clusters.Grouper(
+            min_similarity=cp.min_similarity, max_group=cp.max_group, reach=CONSOLIDATION_REACH
         )
+        for start in range(0, len(fading), CONSOLIDATION_READ):
+            chunk = [memory_id for _, memory_id in fading[start : start + CONSOLIDATION_READ]]
+            items, vectors = await self.store.embeddings(ns, chunk)
+            await self._consolidate_groups(ns, grouper.feed(items, vectors), now, report)
+        await self._consolidate_groups(ns, grouper.close(), now, report)
+
+    async def _consolidate_groups(
+        self, ns: str, groups: list[list[str]], now: datetime, report: MaintenanceReport
+    ) -> None:
+        """Merge each group of near-duplicates into one summary memory."""
         for group in groups:
             if not report.dry_run:
                 loaded = await self._members(ns, group)
@@ -261,8 +278,6 @@ class Sweep:
                     continue
                 await self._merge(ns, loaded, now)
             report.add("consolidated", len(group))
-        grouped = {i for group in groups for i in group}
-        return [i for i in items if i not in grouped]
 
     async def _members(self, ns: str, ids: Sequence[str]) -> list[Memory]:
         """The memories of one consolidation group, in group order."""

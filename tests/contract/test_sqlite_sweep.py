@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
+from tiered_memory import lifecycle
+from tiered_memory.backends.sqlite import sweep as sqlite_sweep
 from tiered_memory.backends.sqlite import vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
-from tiered_memory.models import LIVE_TIERS, Memory, Tier
+from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
+from tiered_memory.policy import Policy
 from tiered_memory.ports import ScanQuery
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -141,3 +146,125 @@ async def test_pages_after_the_first_walk_the_id_index(store: SQLiteMemoryStore)
     expected = sorted(m.id for m in batch if m.tier_changed_at == T0)
     assert [i for page in pages for i in page] == expected
     assert all(len(page) == 4 for page in pages[:-1])
+
+
+def _expiry_bounds(
+    now: datetime,
+) -> tuple[lifecycle.HotExpiryBounds, Callable[[MemoryType, int], int]]:
+    policy = Policy()
+    return lifecycle.hot_expiry_bounds(now, policy), functools.partial(
+        lifecycle.unpinned_time_to_floor_us, policy=policy
+    )
+
+
+@pytest.mark.parametrize("share", [0.25, 2.0])  # the tier index rebuilt, or kept
+async def test_a_bulk_expiry_moves_what_the_rule_moves_and_keeps_the_tier_index(
+    store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """The UPDATEs of `expire_hot` move the memories `lifecycle.hot_expiry` sends each
+    way (importance and use decide; the vector search follows), and the (namespace,
+    tier, id) index dropped for a big move is back, whole, after it."""
+    monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", share)
+    batch = [
+        m.model_copy(update={"importance": 0.9 if i % 3 else 0.1, "use_count": i % 2})
+        for i, m in enumerate(memories(60))
+    ]
+    await store.put_many(NS, batch)
+    query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    await store.vector_search(NS, query, tiers=frozenset({Tier.HOT}), k=5)  # cached
+    now = T0 + timedelta(days=4)
+    facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
+    want = lifecycle.hot_expiry(facts, now, Policy())
+    bounds, to_floor = _expiry_bounds(now)
+    dry = await store.expire_hot(NS, bounds, to_floor, now, dry_run=True)
+    assert await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.WARM}))) == []
+    moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
+    assert dry == moves
+    assert (moves.to_warm, moves.to_cold, moves.through_warm) == (
+        len(want.to_warm),
+        len(want.to_cold),
+        len(want.through_warm),
+    )
+    assert moves.to_warm
+    assert moves.to_cold
+    warm = await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.WARM}), limit=100))
+    assert warm == sorted(want.to_warm)
+    cold = await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.COLD}), limit=100))
+    assert cold == sorted(want.to_cold + want.through_warm)
+    with store._db.read() as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert sqlite_sweep.TIER_INDEX in names
+    for tier in (Tier.WARM, Tier.COLD):
+        hits = await store.vector_search(NS, query, tiers=frozenset({tier}), k=8)
+        assert [h.memory.id for h in hits] == await brute_force(store, query, tier, 8)
+    assert (await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)) == (
+        lifecycle.HotExpiryMoves(0, 0, 0)
+    )
+
+
+async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
+    store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", 0.0)
+    await store.put_many(NS, [m.model_copy(update={"importance": 0.9}) for m in memories(20)])
+    now = T0 + timedelta(days=4)
+    bounds, _ = _expiry_bounds(now)
+
+    def broken(memory_type: MemoryType, use_count: int) -> int:
+        raise RuntimeError("boom")
+
+    with pytest.raises(Exception):  # noqa: B017, PT011 - sqlite reports the callback's error
+        await store.expire_hot(NS, bounds, broken, now, dry_run=False)
+    assert len(await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.HOT})))) == 20
+    with store._db.read() as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert sqlite_sweep.TIER_INDEX in names
+
+
+@pytest.mark.parametrize(
+    ("query", "tier", "index"),
+    [
+        (lifecycle.SUPERSEDED_QUERY, "warm", "memories_superseded"),
+        (lifecycle.cold_to_warm_query(Policy().tiers), "cold", "memories_cold_used"),
+        (lifecycle.core_query(Policy().tiers), "hot", "memories_used"),
+    ],
+)
+async def test_rules_without_a_timestamp_read_only_the_rows_that_can_qualify(
+    store: SQLiteMemoryStore, query: ScanQuery, tier: str, index: str
+) -> None:
+    """Superseded memories, COLD ones used since, used ones: each walks a partial index
+    of the rows that can qualify (every page, in id order); through the tier index an
+    idle sweep read every row of a tier for each of these rules."""
+    assert scan_index(query, tier) == f" INDEXED BY {index}"
+    assert scan_index(dataclasses.replace(query, after_id="m001"), tier) == f" INDEXED BY {index}"
+    batch = memories(12)
+    for i, m in enumerate(batch):
+        m.tier = Tier.COLD if tier == "cold" else Tier(tier)
+        m.use_count = m.uses_since_cold = 9 if i % 3 == 0 else 0
+        m.use_days = [T0.date()] if m.use_count else []
+        m.superseded_by = "m000" if i % 3 == 0 and i else None
+    await store.put_many(NS, batch)
+    want = [
+        m.id
+        for m in batch
+        if m.use_count and query.superseded in (None, m.superseded_by is not None)
+    ]
+    got: list[str] = []
+    page_query = dataclasses.replace(query, limit=2)
+    while True:
+        page = await store.scan_ids(NS, page_query)
+        got += page
+        if len(page) < 2:
+            break
+        page_query = dataclasses.replace(page_query, after_id=page[-1])
+    assert got == want
+    with store.database.read() as conn:
+        plan = conn.execute(
+            f"EXPLAIN QUERY PLAN SELECT id FROM memories{scan_index(query, tier)} "
+            f"WHERE namespace = ? AND tier = {tier_literal(tier)} "
+            f"AND superseded_by IS NOT NULL AND uses_since_cold > 0 AND use_count > 0 "
+            "ORDER BY id",
+            (NS,),
+        ).fetchall()
+    assert any(index in str(tuple(row)) for row in plan), plan

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from tests.matrix import MemoryFactory
 from tiered_memory import (
-    ArchivalPolicy,
     AsyncTieredMemory,
     HashingEmbedder,
     ManualClock,
@@ -29,6 +28,7 @@ from tiered_memory import (
     Tier,
 )
 from tiered_memory import decay as d
+from tiered_memory import sweep as sweep_module
 from tiered_memory.lifecycle import retention as column_retention
 from tiered_memory.models import Memory
 from tiered_memory.policy import ConsolidationPolicy
@@ -210,39 +210,48 @@ async def test_a_hot_memory_due_to_leave_warm_goes_straight_to_cold(
     )
 
 
-async def test_consolidation_windows_carry_ungrouped_memories(
-    tmp_path: Path, memories: MemoryFactory
+@pytest.mark.parametrize("apart", [3, 4])
+async def test_consolidation_compares_fading_memories_within_reach_in_creation_order(
+    tmp_path: Path, memories: MemoryFactory, monkeypatch: pytest.MonkeyPatch, apart: int
 ) -> None:
-    """With windows of 4 candidates, near-duplicates in neighbouring windows still meet:
-    the ungrouped end of one window is carried into the next."""
-    policy = Policy(archival=ArchivalPolicy(batch_size=4))
-    mem = await engine(memories, tmp_path, policy)
+    """Each fading memory meets the CONSOLIDATION_REACH fading ones written just before
+    and after it, whatever their ids: twins 3 places apart in creation order merge with
+    a reach of 3, twins 4 apart do not. Vectors are read a few at a time, so the twins
+    arrive in different reads. (Before, windows of `archival.batch_size` candidates
+    in id order met only by chance at scale: ids are random.)"""
+    monkeypatch.setattr(sweep_module, "CONSOLIDATION_REACH", 3)
+    monkeypatch.setattr(sweep_module, "CONSOLIDATION_READ", 2)
+    mem = await engine(memories, tmp_path, Policy())
     try:
-        last = NOW - timedelta(days=40)  # episodic, unused: retention 1/16
         rng = np.random.default_rng(3)
         base = rng.normal(size=DIM)
+        order = [f"c{i}" for i in rng.permutation(10)]  # creation order, ids shuffled
+        twins = {order[2], order[2 + apart]}
         batch = []
-        for i in range(10):
-            twin = i in (3, 4)  # the end of the first window, the start of the second
+        for rank, memory_id in enumerate(order):
+            created = NOW - timedelta(days=40, hours=rank)  # episodic, unused: fading
+            twin = memory_id in twins
             vector = base + rng.normal(scale=0.01, size=DIM) if twin else rng.normal(size=DIM)
             batch.append(
                 Memory(
-                    id=f"c{i}",
+                    id=memory_id,
                     namespace=NS,
-                    content=f"note {i}",
+                    content=f"note {memory_id}",
                     tier=Tier.WARM,
                     importance=0.6,
                     embedding=[float(x) for x in vector],
-                    created_at=last,
-                    updated_at=last,
+                    created_at=created,
+                    updated_at=created,
                     tier_changed_at=NOW - timedelta(days=1),
                 )
             )
         await mem.store.put_many(NS, batch)
         report = await mem.maintain(now=NOW)
-        assert report.count("consolidated") == 2
-        twins = await mem.store.get_many(NS, ["c3", "c4"])
-        assert twins["c3"].superseded_by == twins["c4"].superseded_by is not None
+        merged = apart <= 3
+        assert report.count("consolidated") == (2 if merged else 0)
+        got = await mem.store.get_many(NS, sorted(twins))
+        heads = {m.superseded_by for m in got.values()}
+        assert (len(heads) == 1 and None not in heads) if merged else heads == {None}
         assert (await mem.maintain(now=NOW)).count("consolidated") == 0
     finally:
         await mem.close()

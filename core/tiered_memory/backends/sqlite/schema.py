@@ -123,6 +123,16 @@ STATEMENTS = [
         ON memories (namespace, cold_since) WHERE tier = 'cold'""",
     """CREATE INDEX IF NOT EXISTS memories_cold_created
         ON memories (namespace, created_at) WHERE tier = 'cold'""",
+    # The rules with no timestamp bound (`sweep.scan_index`): superseded memories, COLD
+    # ones used since they went cold, used ones (core candidates). Each reads the few
+    # rows that can qualify; through the tier index, an idle sweep read every row of a
+    # tier three times over (0.2 s at 100k memories, linear in the store).
+    """CREATE INDEX IF NOT EXISTS memories_superseded
+        ON memories (namespace, tier, id) WHERE superseded_by IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS memories_cold_used
+        ON memories (namespace, id) WHERE tier = 'cold' AND uses_since_cold > 0""",
+    """CREATE INDEX IF NOT EXISTS memories_used
+        ON memories (namespace, tier, id) WHERE use_count > 0""",
     # Their schema-2 (and early schema-3) predecessors, over every tier. A no-op once gone.
     "DROP INDEX IF EXISTS memories_tier_created",
     "DROP INDEX IF EXISTS memories_tier_used",

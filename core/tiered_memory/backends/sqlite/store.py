@@ -85,7 +85,7 @@ class SQLiteMemoryStore:
         self._memories = MemoryTable(database, self._vectors, use_days_kept=use_days_kept)
         self._archives = ArchiveTable(database, self._vectors, self._memories)
         self._lexical = LexicalSearch(database, rows=lexical_rows)
-        self._sweep = SweepReads(database)
+        self._sweep = SweepReads(database, self._vectors, self._memories)
         self._journal = ArchivalJournal(database)
         # The port's calls that one part answers alone.
         memories, archives, journal = self._memories, self._archives, self._journal
@@ -102,6 +102,7 @@ class SQLiteMemoryStore:
         self.scan_ids = self._sweep.scan_ids
         self.scan_facts = self._sweep.scan_facts
         self.embeddings = self._sweep.embeddings
+        self.expire_hot = self._sweep.expire_hot  # lifecycle.SupportsBulkExpiry
         self.archive_many = archives.archive_many
         self.get_archives = archives.get_archives
         self.search_archives = archives.search_archives
