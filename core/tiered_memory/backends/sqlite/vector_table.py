@@ -69,6 +69,9 @@ _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the score
 # while too few pass the filters, up to this many; beyond it the tiers are scanned.
 _ANN_EXTRA = 32
 _ANN_MAX_FETCH = 4096
+# When every row of the namespace passes (all live tiers, nothing hidden: dedup and
+# auto-linking), the extra candidates only correct the float16 graph's order: k + 8.
+_ANN_SPARE = 8
 # Each memory joined to its vector: memories without one are left out.
 _CACHE_COLUMNS = (
     "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
@@ -145,6 +148,8 @@ class VectorTable:
             self.cache.clear()
             self._dirty = False
         if self._ann_dirty:  # it may hold rows that never existed: reload from its file
+            for index in self._anns.values():
+                index.stop_folding(wait=False)
             self._anns.clear()
             self._ann_dirty = False
 
@@ -348,21 +353,25 @@ class VectorTable:
         """After `clear`: nothing cached or saved of `namespace` (every one with None)
         may outlive its rows."""
         self.forget(namespace)
+        gone = list(self._anns) if namespace is None else [namespace]
+        for ns in gone:
+            index = self._anns.pop(ns, None)
+            if index is not None:
+                index.stop_folding()
+            self._small.pop(ns, None)
         if namespace is None:
-            self._anns.clear()
             self._small.clear()
-        else:
-            self._anns.pop(namespace, None)
-            self._small.pop(namespace, None)
         if self._folder is not None:
             ann.remove_files(self._folder, None if namespace is None else ann.digest_of(namespace))
 
     def close(self) -> None:
         """Save the approximate indexes that changed since their file (a crash instead
         leaves the older file, which the next search catches up), then drop everything."""
+        for index in self._anns.values():
+            index.stop_folding()  # after its current step; the buffer is read again
         if self._folder is not None and not self._ann_dirty:
             for ns, index in self._anns.items():
-                if index.changed:
+                if index.wants_save_on_close():
                     try:
                         index.save(self._folder, ann.digest_of(ns))
                     except OSError as e:  # a read-only folder: the next open catches up
@@ -454,7 +463,7 @@ class VectorTable:
     ) -> list[tuple[str, float]] | None:
         """The k best through the index, re-scored exactly; None when too few of the
         candidates it gives pass the filters (the caller scans)."""
-        fetch = max(2 * k, k + _ANN_EXTRA)
+        fetch = _ann_fetch(k, parts, filters)
         while True:
             keys = index.search(q, fetch)
             _, ids, rows = self._candidates(conn, ns, keys, parts, filters)
@@ -560,7 +569,7 @@ class VectorTable:
         """`_ann_best` for many queries: one batched graph search, one SQL read of all
         their candidates. Fills `best`; returns the queries too few candidates passed
         for, each retried alone (`_ann_best`), and those still short left to scan."""
-        fetch = max(2 * k, k + _ANN_EXTRA)
+        fetch = _ann_fetch(k, parts, filters)
         found = index.search_many(units, fetch)
         union = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
         pks, ids, rows = self._candidates(conn, ns, union, parts, filters)
@@ -603,6 +612,26 @@ class VectorTable:
             ):
                 out[row[0]] = float(unit(from_blob(row[1])) @ q)
         return out
+
+
+def _ann_fetch(k: int, parts: Sequence[str], filters: SearchFilter) -> int:
+    """Candidates a search asks the index for first (`_ann_best`)."""
+    if _passes_all(parts, filters):
+        return k + _ANN_SPARE
+    return max(2 * k, k + _ANN_EXTRA)
+
+
+def _passes_all(parts: Sequence[str], filters: SearchFilter) -> bool:
+    """Whether every live row of a namespace passes (none is left out by a filter)."""
+    return (
+        {t.value for t in LIVE_TIERS} <= set(parts)
+        and filters.include_forgotten
+        and filters.include_superseded
+        and filters.pinned is None
+        and filters.memory_types is None
+        and filters.ids is None
+        and not filters.metadata
+    )
 
 
 def _ranked(ids: Sequence[str], scores: Any, k: int) -> list[tuple[str, float]]:
