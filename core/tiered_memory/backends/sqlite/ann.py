@@ -400,6 +400,12 @@ class AnnIndex:
             folder.join()
         self._folder = None
 
+    def wait_folded(self) -> None:
+        """Wait for a background fold to end (the buffer emptied, or stopped)."""
+        folder = self._folder
+        if folder is not None and folder is not threading.current_thread():
+            folder.join()
+
     @property
     def folding(self) -> bool:
         return self._folder is not None and self._folder.is_alive()

@@ -382,6 +382,13 @@ class VectorTable:
 
     # -- the approximate indexes -------------------------------------------------------
 
+    def settle(self, namespace: str | None = None) -> None:
+        """Block until the background folds of the loaded indexes (of `namespace`) end:
+        a benchmark's steady state, or a graph complete before a copy of the folder."""
+        for ns, index in list(self._anns.items()):
+            if namespace is None or ns == namespace:
+                index.wait_folded()
+
     def ann(self, conn: sqlite3.Connection, ns: str, dim: int) -> AnnIndex | None:
         """The HNSW index of `ns`, caught up with the file; None while `ns` holds fewer
         than `ann_min_rows` memories (or the index is off or not installed)."""
