@@ -245,7 +245,7 @@ class AnnIndex:
             block = queries[start : start + _QUERY_BLOCK]
             scores = block @ rows.T  # exact cosines to every buffered row
             if width < keys.size:
-                top = np.argpartition(-scores, width - 1, axis=1)[:, :width]
+                top = np.argpartition(scores, -width, axis=1)[:, -width:]
             else:
                 top = np.broadcast_to(np.arange(width), (block.shape[0], width))
             cand_keys = np.concatenate([graph_keys[start : start + len(block)], keys[top]], axis=1)
@@ -283,10 +283,10 @@ class AnnIndex:
             return 0
         with self._searching():
             if self.graph_rows == 0 and self.high == 0:  # a build: every row, no log
-                added = self._buffer_rows(conn, ns, 0)
+                added = self._buffer_rows(conn, ns, 0, state[1])
             else:
                 self._apply_deletes(conn, state[0])
-                added = self._buffer_rows(conn, ns, self.high)
+                added = self._buffer_rows(conn, ns, self.high, state[1])
             self.seq, self.seen = state[0], state
         if self._keys.size >= FOLD_ROWS:
             self.start_folding()
@@ -323,17 +323,26 @@ class AnnIndex:
         # the same for the high-water mark: the largest key left, of buffer or graph
         self.high = int(self._keys[-1]) if self._keys.size else self.top
 
-    def _buffer_rows(self, conn: sqlite3.Connection, ns: str, above: int) -> int:
-        """Append the namespace's rows with pks above `above` to the buffer."""
+    def _buffer_rows(self, conn: sqlite3.Connection, ns: str, above: int, last: int) -> int:
+        """Append the namespace's rows with pks above `above` to the buffer (`last`: the
+        file's largest pk, which bounds how many there can be)."""
         # `+m.namespace`: a range scan of the rowids above `above`, not of the namespace.
-        cursor = conn.execute(
-            "SELECT m.pk, v.embedding FROM memories AS m "
-            "JOIN memory_vectors AS v ON v.pk = m.pk "
-            "WHERE +m.namespace = ? AND m.pk > ? ORDER BY m.pk",
-            (ns, above),
+        sql = (
+            "FROM memories AS m JOIN memory_vectors AS v ON v.pk = m.pk "
+            "WHERE +m.namespace = ? AND m.pk > ?"
         )
-        parts_keys: list[Keys] = [self._keys]
-        parts_rows: list[npt.NDArray[np.float32]] = [self._rows]
+        expected = last - above
+        if expected <= 0:
+            return 0  # no pk above it in the file
+        if expected > _READ_BATCH:  # a build: count them, so as not to hold them twice
+            expected = int(conn.execute(f"SELECT count(*) {sql}", (ns, above)).fetchone()[0])
+        filled = int(self._keys.size)
+        keys_out = np.empty(filled + expected, dtype=np.uint64)
+        rows_out = np.empty((keys_out.size, self.dimension), dtype=np.float32)
+        keys_out[:filled], rows_out[:filled] = self._keys, self._rows
+        extra_keys: list[Keys] = []  # rows written between the count and the read
+        extra_rows: list[npt.NDArray[np.float32]] = []
+        cursor = conn.execute(f"SELECT m.pk, v.embedding {sql} ORDER BY m.pk", (ns, above))
         added = 0
         while rows := cursor.fetchmany(_READ_BATCH):
             keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
@@ -341,12 +350,24 @@ class AnnIndex:
             matrix = matrix.reshape(len(rows), -1)
             if matrix.shape[1] != self.dimension:
                 raise ValueError("vector of another dimension")  # never: the file checks
-            parts_keys.append(keys)
-            parts_rows.append(unit_rows(matrix))
+            units = unit_rows(matrix)
+            fits = min(len(rows), keys_out.size - filled)
+            keys_out[filled : filled + fits], rows_out[filled : filled + fits] = (
+                keys[:fits],
+                units[:fits],
+            )
+            filled += fits
+            if fits < len(rows):
+                extra_keys.append(keys[fits:])
+                extra_rows.append(units[fits:])
             added += len(rows)
         if added:
-            self._keys = np.concatenate(parts_keys)
-            self._rows = np.concatenate(parts_rows)
+            self._keys = np.concatenate([keys_out[:filled], *extra_keys])
+            self._rows = (
+                np.concatenate([rows_out[:filled], *extra_rows])
+                if extra_rows
+                else rows_out[:filled]
+            )
             self.high = int(self._keys[-1])
         return added
 
@@ -418,7 +439,7 @@ class AnnIndex:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{digest}.", suffix=".tmp", dir=folder)
         os.close(fd)
-        with self._lock:
+        with self._searching():
             final = folder / f"{digest}.{self.seq}.{self.top}.usearch"
             try:
                 self._index.save(tmp)
