@@ -26,6 +26,22 @@ ANY = SearchFilter()
 pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
 
 
+@pytest.fixture(autouse=True, params=["buffered", "folding"])
+def fold_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: new rows stay in the exact buffer (no fold), or a background
+    thread folds them into the graph a few rows at a time while the test runs."""
+    if request.param == "buffered":
+        monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    else:
+        monkeypatch.setattr(ann, "FOLD_ROWS", 32)
+        monkeypatch.setattr(ann, "FOLD_CHUNK", 8)
+    return str(request.param)
+
+
+def _index(store: SQLiteMemoryStore) -> ann.AnnIndex:
+    return store._vectors._anns[NS]
+
+
 def _memories(n: int, start: int = 0, seed: int = 0, ns: str = NS) -> list[Memory]:
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(n, DIM)).astype(np.float32)
@@ -279,5 +295,170 @@ async def test_rows_taking_pks_freed_before_the_index_was_built_are_found(
             assert memory.embedding is not None
             vector = np.asarray(memory.embedding, dtype=np.float32)
             assert (await _search(store, vector, k=1))[0][0] == memory.id
+    finally:
+        await store.close()
+
+
+# -- the delta buffer ------------------------------------------------------------------
+
+
+def _vector(memory: Memory) -> np.ndarray:
+    assert memory.embedding is not None
+    return np.asarray(memory.embedding, dtype=np.float32)
+
+
+async def _folded(store: SQLiteMemoryStore, batch: list[Memory]) -> ann.AnnIndex:
+    """Store `batch`, search once, fold every row into the graph now."""
+    await store.put_many(NS, batch)
+    await _search(store, _queries()[0])
+    index = _index(store)
+    index.fold()
+    assert index.buffered == 0
+    assert index.graph_rows == len(batch)
+    return index
+
+
+async def test_a_row_just_written_is_found_before_any_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        index = await _folded(store, _memories(300))
+        fresh = _memories(5, start=900, seed=13)
+        await store.put_many(NS, fresh)
+        for memory in fresh:
+            assert (await _search(store, _vector(memory), k=1))[0][0] == memory.id
+        assert index.buffered == 5
+        assert index.graph_rows == 300
+        many = await store.vector_search_many(
+            NS, np.stack([_vector(m) for m in fresh]), tiers=LIVE_TIERS, k=1
+        )
+        assert [r[0][0] for r in many] == [m.id for m in fresh]
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_deletes_tier_moves_and_restores_of_buffered_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        index = await _folded(store, _memories(300))
+        fresh = _memories(100, start=1000, seed=6)
+        await store.put_many(NS, fresh)
+        await _search(store, _queries()[0])
+        assert index.buffered == 100
+        ids = [m.id for m in fresh]
+        await store.delete_many(NS, ids[:10] + ids[-5:])  # the buffer's largest pks too
+        await _same_as_scan(store)
+        assert index.buffered == 85
+        await store.set_tier(NS, ids[10:50], Tier.COLD, T0)
+        for q in _queries():
+            hot = await _search(store, q, tiers=frozenset({Tier.HOT}))
+            assert not {i for i, _ in hot} & set(ids[10:50])
+        await store.set_tier(NS, ids[10:50], Tier.HOT, T0)  # restored
+        await store.patch_many(NS, ids[50:60], MemoryPatch(do_not_inject=True))
+        await _same_as_scan(store)
+        await store.patch_many(NS, ids[50:60], MemoryPatch(do_not_inject=False))
+        await _same_as_scan(store)
+        again = _memories(5, start=2000, seed=17)  # the freed top pks, other vectors
+        await store.put_many(NS, again)
+        for memory in again:
+            assert (await _search(store, _vector(memory), k=1))[0][0] == memory.id
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_a_fold_keeps_results_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        index = await _folded(store, _memories(300))
+        await store.put_many(NS, _memories(200, start=1000, seed=7))
+        before = [await _search(store, q, k=8) for q in _queries()]
+        assert index.buffered == 200
+        assert index.fold() == 200
+        assert index.buffered == 0
+        assert index.graph_rows == 500
+        after = [await _search(store, q, k=8) for q in _queries()]
+        assert [[i for i, _ in r] for r in after] == [[i for i, _ in r] for r in before]
+        assert np.allclose([s for r in after for _, s in r], [s for r in before for _, s in r])
+    finally:
+        await store.close()
+
+
+async def test_the_first_search_answers_from_the_buffer_without_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A namespace without a saved graph is answered at once from the buffer's exact
+    scan; the graph is built by the background fold, not by that search."""
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+        await _same_as_scan(store)
+        index = _index(store)
+        assert index.graph_rows == 0
+        assert index.buffered == 300
+        assert not index.folding
+        monkeypatch.setattr(ann, "FOLD_ROWS", 100)
+        await store.put_many(NS, _memories(1, start=5000, seed=1))
+        await _search(store, _queries()[0])  # over the threshold: the folder starts
+        index.stop_folding()  # waits for its current step
+        assert index.graph_rows + index.buffered == 301
+        await _same_as_scan(store)
+    finally:
+        await store.close()
+
+
+async def test_a_rolled_back_fold_leaves_no_row_in_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        await _folded(store, _memories(300))
+
+        async def write_then_fail() -> None:
+            async with store.transaction():
+                await store.put_many(NS, _memories(40, start=500, seed=3))
+                await _search(store, _queries()[0])  # caught up inside the transaction
+                _index(store).fold()  # the uncommitted rows reach the graph
+                raise RuntimeError("abort")
+
+        with pytest.raises(RuntimeError):
+            await write_then_fail()
+        await store.put_many(NS, _memories(40, start=700, seed=4))  # the same pks
+        await _same_as_scan(store)
+        ids = {i for q in _queries() for i, _ in await _search(store, q, k=20)}
+        assert not any("m005" in i for i in ids)
+    finally:
+        await store.close()
+
+
+async def test_the_saved_file_holds_the_graph_and_the_buffer_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    await _folded(store, _memories(300))
+    await store.put_many(NS, _memories(50, start=1000, seed=8))
+    await _search(store, _queries()[0])
+    await store.close()
+    saved = list((tmp_path / "a.db.ann").glob("*.usearch"))
+    assert [p.name.split(".")[2] for p in saved] == ["300"]  # the graph's top pk
+    store = await _open(path)
+    try:
+        await _same_as_scan(store)
+        index = _index(store)
+        assert index.graph_rows == 300
+        assert index.buffered == 50
     finally:
         await store.close()

@@ -1,7 +1,7 @@
 """A writer of one shared SQLite file whose namespace is searched through the HNSW
-index (`ann_min_rows` tiny): adds, deletes, tier moves, flags and searches in a loop,
-closing and reopening now and then (each close saves the index), until killed or for
-the given seconds.
+index (`ann_min_rows` and the buffer's fold threshold tiny): adds, deletes, tier moves,
+flags and searches in a loop, closing and reopening now and then (each close saves the
+index), until killed or for the given seconds.
 
     python -m tests.reliability.ann_child shared.db seed seconds
 """
@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from tiered_memory.backends.sqlite import ann
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import MemoryPatch
@@ -39,6 +40,9 @@ def memory(memory_id: str, rng: np.random.Generator) -> Memory:
 
 
 async def main(db: str, seed: int, seconds: float) -> None:
+    # a buffer of a few rows, folded into the graph in the background in steps of 2:
+    # kills and the other writers land mid-fold too
+    ann.FOLD_ROWS, ann.FOLD_CHUNK = 8, 2
     rnd = random.Random(seed)
     rng = np.random.default_rng(seed)
     deadline = time.monotonic() + seconds

@@ -30,6 +30,7 @@ rows, counts) and housekeeping.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -423,6 +424,11 @@ class SQLiteMemoryStore:
             events.clear(conn, ns)
             self._vectors.forget_dimension_if_empty(conn)
             self._vectors.cleared(ns)
+
+    async def settle_vector_index(self, namespace: str | None = None) -> None:
+        """Wait until the HNSW indexes (of `namespace`) have folded every row they
+        buffered in the background (`backends.sqlite.ann`); searches never need this."""
+        await asyncio.to_thread(self._vectors.settle, namespace)
 
     async def close(self) -> None:
         """Closes the file when this store opened it (`open()`); the graph never does.

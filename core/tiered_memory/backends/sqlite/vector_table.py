@@ -69,6 +69,9 @@ _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the score
 # while too few pass the filters, up to this many; beyond it the tiers are scanned.
 _ANN_EXTRA = 32
 _ANN_MAX_FETCH = 4096
+# When every row of the namespace passes (all live tiers, nothing hidden: dedup and
+# auto-linking), the extra candidates only correct the float16 graph's order: k + 8.
+_ANN_SPARE = 8
 # Each memory joined to its vector: memories without one are left out.
 _CACHE_COLUMNS = (
     "m.id, m.tier, v.embedding, m.do_not_inject, m.superseded_by, m.pinned, m.memory_type"
@@ -145,6 +148,8 @@ class VectorTable:
             self.cache.clear()
             self._dirty = False
         if self._ann_dirty:  # it may hold rows that never existed: reload from its file
+            for index in self._anns.values():
+                index.stop_folding(wait=False)
             self._anns.clear()
             self._ann_dirty = False
 
@@ -348,21 +353,25 @@ class VectorTable:
         """After `clear`: nothing cached or saved of `namespace` (every one with None)
         may outlive its rows."""
         self.forget(namespace)
+        gone = list(self._anns) if namespace is None else [namespace]
+        for ns in gone:
+            index = self._anns.pop(ns, None)
+            if index is not None:
+                index.stop_folding()
+            self._small.pop(ns, None)
         if namespace is None:
-            self._anns.clear()
             self._small.clear()
-        else:
-            self._anns.pop(namespace, None)
-            self._small.pop(namespace, None)
         if self._folder is not None:
             ann.remove_files(self._folder, None if namespace is None else ann.digest_of(namespace))
 
     def close(self) -> None:
         """Save the approximate indexes that changed since their file (a crash instead
         leaves the older file, which the next search catches up), then drop everything."""
+        for index in self._anns.values():
+            index.stop_folding()  # after its current step; the buffer is read again
         if self._folder is not None and not self._ann_dirty:
             for ns, index in self._anns.items():
-                if index.changed:
+                if index.wants_save_on_close():
                     try:
                         index.save(self._folder, ann.digest_of(ns))
                     except OSError as e:  # a read-only folder: the next open catches up
@@ -372,6 +381,13 @@ class VectorTable:
         self.forget()
 
     # -- the approximate indexes -------------------------------------------------------
+
+    def settle(self, namespace: str | None = None) -> None:
+        """Block until the background folds of the loaded indexes (of `namespace`) end:
+        a benchmark's steady state, or a graph complete before a copy of the folder."""
+        for ns, index in list(self._anns.items()):
+            if namespace is None or ns == namespace:
+                index.wait_folded()
 
     def ann(self, conn: sqlite3.Connection, ns: str, dim: int) -> AnnIndex | None:
         """The HNSW index of `ns`, caught up with the file; None while `ns` holds fewer
@@ -419,7 +435,14 @@ class VectorTable:
         return index
 
     def _route(
-        self, conn: sqlite3.Connection, ns: str, rows: int, k: int, filters: SearchFilter, dim: int
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        parts: Sequence[str],
+        rows: int,
+        k: int,
+        filters: SearchFilter,
+        dim: int,
     ) -> tuple[AnnIndex, int] | None:
         """The graph and how many candidates to ask it for, for a search of tiers
         holding `rows` memories; None to scan those tiers instead: exact asked, or
@@ -438,7 +461,7 @@ class VectorTable:
         if index is None or index.size == 0:
             return None
         share = min(1.0, rows / index.size)
-        fetch = int(np.ceil(max(2 * k, k + _ANN_EXTRA) / share))
+        fetch = int(np.ceil(_ann_fetch(k, parts, filters) / share))
         if fetch > _ANN_MAX_FETCH:
             return None
         return index, fetch
@@ -513,7 +536,7 @@ class VectorTable:
             rows = tier_rows.rows(conn, ns, parts)
             if rows == 0:
                 return []  # e.g. the COLD phase before any sweep: nothing to search
-            route = self._route(conn, ns, rows, k, filters, dim)
+            route = self._route(conn, ns, parts, rows, k, filters, dim)
             if route is not None:
                 found = self._ann_best(conn, ns, route[0], parts, q, k, filters, route[1])
                 if found is not None:
@@ -556,7 +579,7 @@ class VectorTable:
             rows = tier_rows.rows(conn, ns, parts)
             if rows == 0:
                 return best
-            route = self._route(conn, ns, rows, k, filters, dim)
+            route = self._route(conn, ns, parts, rows, k, filters, dim)
             if route is not None:
                 pending = self._ann_best_many(
                     conn, ns, route[0], parts, units, k, filters, best, route[1]
@@ -640,6 +663,26 @@ class VectorTable:
                 scores = unit_rows(matrix.reshape(len(rows), -1).astype(np.float32)) @ q
                 out.update(zip((r[0] for r in rows), scores.tolist(), strict=True))
         return out
+
+
+def _ann_fetch(k: int, parts: Sequence[str], filters: SearchFilter) -> int:
+    """Candidates a search asks the index for first (`_ann_best`)."""
+    if _passes_all(parts, filters):
+        return k + _ANN_SPARE
+    return max(2 * k, k + _ANN_EXTRA)
+
+
+def _passes_all(parts: Sequence[str], filters: SearchFilter) -> bool:
+    """Whether every live row of a namespace passes (none is left out by a filter)."""
+    return (
+        {t.value for t in LIVE_TIERS} <= set(parts)
+        and filters.include_forgotten
+        and filters.include_superseded
+        and filters.pinned is None
+        and filters.memory_types is None
+        and filters.ids is None
+        and not filters.metadata
+    )
 
 
 def _ranked(ids: Sequence[str], scores: Any, k: int) -> list[tuple[str, float]]:
