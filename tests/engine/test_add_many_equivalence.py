@@ -107,7 +107,29 @@ def test_add_many_stores_what_adding_one_by_one_stores(
     with tempfile.TemporaryDirectory() as tmp:
         batched = asyncio.run(_run(Path(tmp), base, batch, False, flags))
         single = asyncio.run(_run(Path(tmp), base, batch, True, flags))
-    # a cosine's last bits depend on the shape of the product that computed it
-    weights = {pair: pytest.approx(w, abs=1e-5) for pair, w in single.pop("links").items()}
-    assert batched.pop("links") == weights
+    _same_links(batched.pop("links"), single.pop("links"))
     assert batched == single
+
+
+Links = dict[tuple[str, ...], tuple[str, float]]
+
+
+def _same_links(batched: Links, single: Links) -> None:
+    """The same links with the same weights, up to ties: a cosine's last bits depend on
+    the shape of the product that computed it, so two neighbours within 1e-5 of each
+    other (near copies of one origin) may swap places at the top-k's edge. A link only
+    one side has must then be matched by one the other side has instead, sharing an
+    endpoint, of the same kind and weight."""
+    for pair in batched.keys() & single.keys():
+        assert batched[pair][0] == single[pair][0]
+        assert batched[pair][1] == pytest.approx(single[pair][1], abs=1e-5)
+    only_batched = {p: batched[p] for p in batched.keys() - single.keys()}
+    only_single = {p: single[p] for p in single.keys() - batched.keys()}
+    assert len(only_batched) == len(only_single)
+    for pair, (kind, weight) in only_batched.items():
+        assert any(
+            set(pair) & set(other)
+            and kind == other_kind
+            and weight == pytest.approx(other_weight, abs=1e-5)
+            for other, (other_kind, other_weight) in only_single.items()
+        ), f"link {pair} ({weight}) has no tied counterpart in {only_single}"
