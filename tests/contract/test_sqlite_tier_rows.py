@@ -171,3 +171,67 @@ async def test_a_tier_with_fewer_rows_than_the_graph_threshold_is_scanned(
         assert calls.counts == []
     finally:
         await store.close()
+
+
+def _spread(store_ids: int) -> tuple[list[str], list[str]]:
+    """Ids of a WARM eighth and a COLD three quarters of `store_ids` memories (the
+    rest HOT), as a sweep leaves a store: COLD the largest share."""
+    warm = [f"m{i:05d}" for i in range(4, store_ids, 8)]
+    cold = [f"m{i:05d}" for i in range(store_ids) if i % 4]
+    return warm, cold
+
+
+@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+async def test_the_cold_phase_reuses_the_active_phase_graph_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
+    try:
+        await store.put_many("a", _memories(900, "a"))
+        warm, cold = _spread(900)
+        await store.set_tier("a", warm, Tier.WARM, T0)
+        await store.set_tier("a", cold, Tier.COLD, T0)
+        active, cold_only = frozenset({Tier.HOT, Tier.WARM}), frozenset({Tier.COLD})
+        calls = _GraphCalls(monkeypatch)
+        for query in np.random.default_rng(4).normal(size=(8, DIM)).astype(np.float32):
+            calls.counts.clear()
+            # a recall's two phases: the active tiers, then COLD with the same query
+            await store.vector_search("a", query, tiers=active, k=20)
+            got = await store.vector_search("a", query, tiers=cold_only, k=20)
+            assert len(calls.counts) == 1  # before: a second graph search for COLD
+            want = await store.vector_search(
+                "a", query, tiers=cold_only, k=20, filters=SearchFilter(exact=True)
+            )
+            assert [s.memory.id for s in got] == [s.memory.id for s in want]
+            assert [s.score for s in got] == pytest.approx([s.score for s in want], abs=1e-6)
+    finally:
+        await store.close()
+
+
+@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+async def test_kept_graph_candidates_are_forgotten_after_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
+    try:
+        await store.put_many("a", _memories(900, "a"))
+        warm, cold = _spread(900)
+        await store.set_tier("a", warm, Tier.WARM, T0)
+        await store.set_tier("a", cold, Tier.COLD, T0)
+        query = np.ones(DIM, dtype=np.float32)
+        active, cold_only = frozenset({Tier.HOT, Tier.WARM}), frozenset({Tier.COLD})
+        await store.vector_search("a", query, tiers=active, k=20)
+        best = (await store.vector_search("a", query, tiers=cold_only, k=1))[0].memory.id
+        await store.set_tier("a", [best], Tier.WARM, T0)  # the best COLD one moves up
+        calls = _GraphCalls(monkeypatch)
+        got = await store.vector_search("a", query, tiers=cold_only, k=5)
+        assert best not in {s.memory.id for s in got}
+        assert len(calls.counts) == 1  # asked the graph again
+        other = sqlite3.connect(tmp_path / "a.db")  # another process moves one back
+        with other:
+            other.execute("UPDATE memories SET tier = 'cold' WHERE id = ?", (best,))
+        other.close()
+        got = await store.vector_search("a", query, tiers=cold_only, k=5)
+        assert got[0].memory.id == best
+    finally:
+        await store.close()

@@ -40,6 +40,7 @@ from .ann import ANN_MIN_ROWS, AnnIndex
 from .archive_rows import code_rows
 from .codes import CalibratedIndex
 from .database import SQLiteDatabase
+from .graph_candidates import GraphCandidates
 from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
 from .vectors import (
     FORGOTTEN,
@@ -137,6 +138,7 @@ class VectorTable:
         self._small: dict[str, tuple[int, int]] = {}  # ns -> `log_state` it was counted at
         self._ann_dirty = False  # an index caught up inside a transaction
         self._warned_missing = False
+        self._graph_candidates: GraphCandidates | None = None  # the last graph search's
         self._folder = None if database.path == ":memory:" else Path(f"{database.path}.ann")
         database.on_rollback(self._rolled_back)
         database.on_commit(self._committed)
@@ -503,12 +505,18 @@ class VectorTable:
     ) -> list[tuple[str, float]] | None:
         """The k best through the index, re-scored exactly, starting with `fetch`
         candidates (`_route`); None when too few of the candidates it gives pass the
-        filters (the caller scans)."""
+        filters (the caller scans). The candidates of every tier are kept for the next
+        phase of the same search (`GraphCandidates`)."""
         while True:
-            keys = index.search(q, fetch)
-            _, ids, rows = self._candidates(conn, ns, keys, parts, filters)
-            if len(ids) >= k or keys.size < fetch:
-                return _ranked(ids, rows @ q if ids else [], k)
+            last = self._graph_candidates
+            if last is None or not last.answers(conn, ns, q, filters, fetch):
+                keys = index.search(q, fetch)
+                last = GraphCandidates.read(conn, ns, keys, q, filters, fetch)
+                self._graph_candidates = last
+            found = last.best(parts, k)
+            if found is not None:
+                return found
+            fetch = max(fetch, last.fetch)
             if fetch >= _ANN_MAX_FETCH or fetch >= index.size:
                 return None
             fetch = min(fetch * 4, _ANN_MAX_FETCH)
