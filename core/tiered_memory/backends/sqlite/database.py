@@ -53,6 +53,17 @@ VERIFY_MAX_BYTES = 512 << 20
 WAL_CHECKPOINT_PAGES = 10_000  # 40 MB of WAL at 4 KB pages before a checkpoint
 
 
+def file_state(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """What changes whenever anyone writes to the file, for caches of what a search read:
+    the connection (its uncommitted writes are its own), its change count, and
+    `PRAGMA data_version` (commits by other connections and processes)."""
+    return (
+        id(conn),
+        conn.total_changes,
+        int(conn.execute("PRAGMA data_version").fetchone()[0]),
+    )
+
+
 def translate_error(e: sqlite3.Error, path: str) -> Exception:
     """Map a sqlite3 error onto the library's typed errors (the caller chains it)."""
     text = str(e)

@@ -26,22 +26,12 @@ import numpy as np
 
 from tiered_memory.ports import SearchFilter, Vector
 
+from .database import file_state
 from .sql import search_filter_sql
 from .vectors import unit_rows
 
 # Each memory joined to its vector: memories without one are left out.
 _FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
-
-
-def file_state(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """What changes when anyone writes to the file: the connection (its uncommitted
-    writes are its own), its change count and `PRAGMA data_version` (commits by other
-    connections and processes)."""
-    return (
-        id(conn),
-        conn.total_changes,
-        int(conn.execute("PRAGMA data_version").fetchone()[0]),
-    )
 
 
 @dataclass(frozen=True)
