@@ -12,7 +12,7 @@ import pytest
 
 from tiered_memory import lifecycle
 from tiered_memory.backends.sqlite import sweep as sqlite_sweep
-from tiered_memory.backends.sqlite import vector_table
+from tiered_memory.backends.sqlite import tier_rows, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
 from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
@@ -220,6 +220,71 @@ async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
     with store._db.read() as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert sqlite_sweep.TIER_INDEX in names
+
+
+def _tier_counts(store: SQLiteMemoryStore) -> dict[tuple[str, str], int]:
+    """The kept counts of `tier_rows`, checked against a count of `memories`."""
+    with store._db.read() as conn:
+        kept = {
+            (ns, tier): rows
+            for ns, tier, rows in conn.execute("SELECT namespace, tier, rows FROM tier_rows")
+            if rows
+        }
+        true = {
+            (ns, tier): rows
+            for ns, tier, rows in conn.execute(
+                "SELECT namespace, tier, count(*) FROM memories GROUP BY 1, 2"
+            )
+        }
+        triggers = {
+            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        }
+    assert tier_rows.UPDATE_TRIGGER in triggers
+    assert kept == true
+    return kept
+
+
+@pytest.mark.parametrize("bulk_rows", [0, 10_000])  # counted once, or by the trigger
+async def test_a_bulk_expiry_keeps_the_tier_counts(
+    store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, bulk_rows: int
+) -> None:
+    """A bulk expiry counts its moves once, without the update trigger, when it moves
+    more than `tier_rows.BULK_MOVE_ROWS`: the counts of the namespace it moved and of
+    another are right, and the trigger is back for the next move."""
+    monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", bulk_rows)
+    batch = [
+        m.model_copy(update={"importance": 0.9 if i % 3 else 0.1, "use_count": i % 2})
+        for i, m in enumerate(memories(60))
+    ]
+    await store.put_many(NS, batch)
+    await store.put_many("other", [m.model_copy(update={"namespace": "other"}) for m in batch])
+    now = T0 + timedelta(days=4)
+    bounds, to_floor = _expiry_bounds(now)
+    moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
+    counts = _tier_counts(store)
+    assert counts[(NS, "warm")] == moves.to_warm
+    assert counts[(NS, "cold")] == moves.to_cold + moves.through_warm
+    assert (NS, "hot") not in counts
+    assert counts[("other", "hot")] == 60
+    warm = await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.WARM})))
+    await store.set_tier(NS, warm[:3], Tier.HOT, now)  # the trigger counts this one
+    assert _tier_counts(store)[(NS, "hot")] == 3
+
+
+async def test_a_failed_bulk_expiry_leaves_the_counts_and_the_trigger(
+    store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", 0)
+    await store.put_many(NS, [m.model_copy(update={"importance": 0.9}) for m in memories(20)])
+    now = T0 + timedelta(days=4)
+    bounds, _ = _expiry_bounds(now)
+
+    def broken(memory_type: MemoryType, use_count: int) -> int:
+        raise RuntimeError("boom")
+
+    with pytest.raises(Exception):  # noqa: B017, PT011 - sqlite reports the callback's error
+        await store.expire_hot(NS, bounds, broken, now, dry_run=False)
+    assert _tier_counts(store) == {(NS, "hot"): 20}
 
 
 @pytest.mark.parametrize(

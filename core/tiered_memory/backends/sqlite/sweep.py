@@ -31,6 +31,7 @@ from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
 from tiered_memory.ports import NO_TIME, Matrix, MemoryFacts, ScanQuery
 from tiered_memory.validation import check_k, check_namespace
 
+from . import tier_rows
 from .database import SQLiteDatabase
 from .memories import MemoryTable, columns, memory_of
 from .sql import IN_JSON, json_list, scan_sql, tier_values
@@ -290,29 +291,36 @@ class SweepReads:
             )
         assert self._vectors is not None
         assert self._memories is not None
-        cold, warm = tier_move(Tier.COLD, when), tier_move(Tier.WARM, when)
+        at = to_micros(tier_move(Tier.COLD, when).tier_changed_at)  # WARM's too
+        # Each row's tier is decided once (the FROM subquery) and the row rewritten
+        # once: two UPDATEs, COLD then WARM, dirtied every page of the moved rows
+        # twice (their rows interleave), and at a million rows the pages the first
+        # spilled to the log were read back by the second.
+        move = (
+            "UPDATE memories SET tier = d.tier, tier_changed_at = :at, "
+            "cold_since = CASE d.tier WHEN 'cold' THEN :at END, "
+            "uses_since_cold = CASE d.tier WHEN 'cold' THEN 0 ELSE uses_since_cold END "
+            f"FROM (SELECT pk, CASE WHEN NOT {keep} OR {due} THEN 'cold' ELSE 'warm' END "
+            f"AS tier {past[past.index('FROM') :]}) AS d "
+            f"WHERE memories.pk = d.pk RETURNING id, tier, {keep}"
+        )
         with self._memories.bulk_page_cache(True), self._db.write() as conn:
             conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
             due_count = conn.execute(f"SELECT count(*) FROM ({past})", params).fetchone()[0]
-            with _rebuilt_tier_index(conn, due_count):
-                to_cold = conn.execute(
-                    "UPDATE memories SET tier = 'cold', tier_changed_at = :at, "
-                    "cold_since = :at, uses_since_cold = 0 "
-                    f"WHERE pk IN ({past} AND (NOT {keep} OR {due})) RETURNING id, {keep}",
-                    {**params, "at": to_micros(cold.tier_changed_at)},
-                ).fetchall()
-                to_warm = conn.execute(
-                    "UPDATE memories SET tier = 'warm', tier_changed_at = :at, "
-                    f"cold_since = NULL WHERE pk IN ({past}) RETURNING id",
-                    {**params, "at": to_micros(warm.tier_changed_at)},
-                ).fetchall()
-            cold_ids = [row[0] for row in to_cold]
-            warm_ids = [row[0] for row in to_warm]
+            with (
+                _rebuilt_tier_index(conn, due_count),
+                tier_rows.counted_by_statement(conn, due_count) as counting,
+            ):
+                moved = conn.execute(move, {**params, "at": at}).fetchall()
+            cold_ids = [row[0] for row in moved if row[1] == "cold"]
+            warm_ids = [row[0] for row in moved if row[1] == "warm"]
+            if counting:
+                tier_rows.move(conn, ns, "hot", {"cold": len(cold_ids), "warm": len(warm_ids)})
             if cold_ids:
                 self._vectors.refresh_moved(conn, ns, cold_ids, Tier.COLD)
             if warm_ids:
                 self._vectors.refresh_moved(conn, ns, warm_ids, Tier.WARM)
-        through = sum(1 for row in to_cold if row[1])
+        through = sum(1 for row in moved if row[1] == "cold" and row[2])
         return HotExpiryMoves(
             to_warm=len(warm_ids), to_cold=len(cold_ids) - through, through_warm=through
         )
@@ -326,8 +334,7 @@ def _rebuilt_tier_index(conn: sqlite3.Connection, moving: int) -> Iterator[None]
     if moving == 0:  # an idle sweep: no need to count the file
         yield
         return
-    rows = int(conn.execute(f"SELECT count(*) FROM memories INDEXED BY {TIER_INDEX}").fetchone()[0])
-    if moving <= REBUILD_SHARE * rows:
+    if moving <= REBUILD_SHARE * tier_rows.total(conn):
         yield
         return
     conn.execute(f"DROP INDEX {TIER_INDEX}")
