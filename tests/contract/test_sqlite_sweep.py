@@ -319,6 +319,46 @@ async def test_forced_archival_reads_only_the_old_rows_of_every_tier(
     assert [i for page in pages for i in page] == sorted(m.id for m in batch[1::2])
 
 
+@pytest.mark.parametrize("limit", [1, 3, 100])
+async def test_a_scan_by_bound_pages_every_row_once(store: SQLiteMemoryStore, limit: int) -> None:
+    """`scan_facts_by_bound` (consolidation's scan) yields the rows the id-paged scan
+    yields, each once, WARM ones walked along the last-use index (ties of last use
+    broken by pk), HOT ones by id; each page ordered by id."""
+    assert isinstance(store, lifecycle.SupportsBoundOrderScan)
+    batch = [
+        m.model_copy(
+            update={
+                "last_accessed_at": T0 + timedelta(hours=i % 4),  # ties across pages
+                "pinned": i % 7 == 0,
+            }
+        )
+        for i, m in enumerate(memories(40))
+    ]
+    await store.put_many(NS, batch)
+    await store.set_tier(NS, [m.id for m in batch[:30]], Tier.WARM, T0)
+    await store.set_tier(NS, [m.id for m in batch[30:35]], Tier.COLD, T0)
+    query = ScanQuery(
+        tiers=lifecycle.ACTIVE,
+        last_used_before=T0 + timedelta(hours=3),
+        pinned=False,
+        limit=limit,
+    )
+    pages = [page async for page in store.scan_facts_by_bound(NS, query)]
+    got = [i for page in pages for i in page.ids]
+    expected = await store.scan_ids(NS, dataclasses.replace(query, limit=1000))
+    assert len(expected) > 3
+    assert sorted(got) == expected
+    assert len(got) == len(set(got))
+    assert all(page.ids == sorted(page.ids) and len(page) <= limit for page in pages)
+    facts = await store.scan_facts(NS, dataclasses.replace(query, limit=1000))
+    by_id = {i: k for k, i in enumerate(facts.ids)}
+    for page in pages:  # the same columns as the id-paged scan
+        rows = [by_id[i] for i in page.ids]
+        assert (page.last_used_at == facts.last_used_at[rows]).all()
+        assert (page.created_at == facts.created_at[rows]).all()
+        assert page.memory_types == [facts.memory_types[k] for k in rows]
+
+
 @pytest.mark.parametrize(
     ("query", "tier", "index"),
     [
