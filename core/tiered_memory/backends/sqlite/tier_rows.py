@@ -12,8 +12,10 @@ it is meant to steer, and growing with the store; the triggers cost a tier move 
 1 us (100k moves: 1.17-1.46 s without them, 1.24-1.28 s with them).
 
 The triggers live in the file, so every writer keeps the counts, this library's older
-versions included. A file without the table gets it filled from `memories` when opened
-(`ensure`), inside the opening transaction.
+versions included. The sweep's bulk HOT expiry, which moves up to every row of a
+namespace in one statement, counts its moves itself (`counted_by_statement`, `move`).
+A file without the table gets it filled from `memories` when opened (`ensure`), inside
+the opening transaction.
 """
 
 from __future__ import annotations
