@@ -15,7 +15,7 @@ changes nothing the second time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -295,6 +295,18 @@ class SupportsBulkExpiry(Protocol):
         *,
         dry_run: bool,
     ) -> HotExpiryMoves: ...
+
+
+@runtime_checkable
+class SupportsBoundOrderScan(Protocol):
+    """A store that pages through every row of a scan bounded by `last_used_before` in
+    the order of its timestamp index (`after_id` aside; pages in no order, each by id):
+    for a caller that reads every page before it acts (consolidation). Paging by id,
+    the embedded store read the bounded rows and then the tier's rows in random order."""
+
+    def scan_facts_by_bound(
+        self, namespace: str, query: ScanQuery
+    ) -> AsyncIterator[MemoryFacts]: ...
 
 
 def hot_expiry_bounds(now: datetime, policy: Policy) -> HotExpiryBounds:

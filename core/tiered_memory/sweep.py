@@ -249,7 +249,12 @@ class Sweep:
         # wherever their ids fall, at a cost linear in the fading memories, and memory
         # stays bounded (`clusters.Grouper` holds a reach of vectors and one tile).
         fading: list[tuple[int, str]] = []
-        async for page in self._facts(ns, q):
+        pages = (
+            self.store.scan_facts_by_bound(ns, q)
+            if isinstance(self.store, lifecycle.SupportsBoundOrderScan)
+            else self._facts(ns, q)
+        )
+        async for page in pages:
             due = (~page.do_not_inject) & (lifecycle.retention(page, now, dp) < cp.retention_below)
             rows = np.flatnonzero(due)
             fading.extend(

@@ -104,6 +104,7 @@ class SQLiteMemoryStore:
         self.scan_facts = self._sweep.scan_facts
         self.embeddings = self._sweep.embeddings
         self.expire_hot = self._sweep.expire_hot  # lifecycle.SupportsBulkExpiry
+        self.scan_facts_by_bound = self._sweep.scan_facts_by_bound  # SupportsBoundOrderScan
         self.archive_many = archives.archive_many
         self.get_archives = archives.get_archives
         self.search_archives = archives.search_archives
