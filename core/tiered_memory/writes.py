@@ -4,7 +4,9 @@ store, the graph and object storage, and in which order (the read path is
 
 - **Adding** a checked batch (`intake.prepare`): near-duplicates strengthen the memory
   they repeat (`dedup`), the rest are stored in one write and auto-linked
-  (`associations`). An id that exists is refused unless the caller replaces.
+  (`associations`), all in one store transaction where the graph shares it (the
+  embedded store: one fsync per batch). An id that exists is refused unless the caller
+  replaces.
 - **Replacing** (`upsert`, `replace=True`): the new memories swap in in one store
   transaction. Unfinished archivals of the replaced memories lose their leftover
   originals first; the originals of replaced archive records go after the commit (a
