@@ -4,7 +4,9 @@ store, the graph and object storage, and in which order (the read path is
 
 - **Adding** a checked batch (`intake.prepare`): near-duplicates strengthen the memory
   they repeat (`dedup`), the rest are stored in one write and auto-linked
-  (`associations`). An id that exists is refused unless the caller replaces.
+  (`associations`), all in one store transaction where the graph shares it (the
+  embedded store: one fsync per batch). An id that exists is refused unless the caller
+  replaces.
 - **Replacing** (`upsert`, `replace=True`): the new memories swap in in one store
   transaction. Unfinished archivals of the replaced memories lose their leftover
   originals first; the originals of replaced archive records go after the commit (a
@@ -35,6 +37,23 @@ from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore
 log = logging.getLogger(__name__)
 
 
+def _results(
+    prepared: Sequence[Prepared], screened: Sequence[Screened], existing: Mapping[str, Memory]
+) -> list[Memory]:
+    """One memory per item, in order: the new one, or the one its duplicate strengthened."""
+    return [
+        existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
+        for p, s in zip(prepared, screened, strict=True)
+    ]
+
+
+def shares_transactions(store: MemoryStore, graph: AssociationGraph) -> bool:
+    """Whether the graph's writes belong to `store.transaction()`: the embedded graph in
+    the store's own SQLite file (one connection, one transaction)."""
+    database = getattr(store, "database", None)
+    return database is not None and getattr(graph, "database", None) is database
+
+
 class Writer:
     """The write path of one memory (`AsyncTieredMemory` checks the input first)."""
 
@@ -48,6 +67,7 @@ class Writer:
     ) -> None:
         self.store, self.graph, self.archiver = store, graph, archiver
         self.associations, self.policy = associations, policy
+        self._graph_joins_store = shares_transactions(store, graph)
 
     async def add(
         self,
@@ -88,21 +108,47 @@ class Writer:
             for new_link in similarity_links(p.memory.id, s.near, ap, now)
         ]
 
-        if accepted:
-            await self._write(ns, accepted, replacing)
-        await self.associations.unlink_replaced(
-            ns, [p.memory.id for p in accepted if p.memory.id in replacing]
-        )
-        if duplicates:
-            await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
-        await self.associations.link_new(ns, links)
+        if replacing:  # originals of replaced records go after their commit (_replace)
+            if accepted:
+                await self._write(ns, accepted, replacing)
+            await self.associations.unlink_replaced(
+                ns, [p.memory.id for p in accepted if p.memory.id in replacing]
+            )
+            existing = await self._strengthen(ns, prepared, screened, duplicates, now)
+            await self.associations.link_new(ns, links)
+            return _results(prepared, screened, existing)
+        # One transaction (one fsync in the embedded store, not one per step). The
+        # graph's writes join it only where the graph shares the store's transactions
+        # (the embedded graph): a graph elsewhere gets no link before the memories
+        # commit. They stay optional inside: a failing one rolls back to its own
+        # savepoint, and the memories still commit.
+        joined = self._graph_joins_store
+        async with self.store.transaction():
+            if accepted:
+                await self._write(ns, accepted, replacing)
+            existing = await self._strengthen(ns, prepared, screened, duplicates, now)
+            if joined:
+                await self.associations.link_new(ns, links)
+        if not joined:
+            await self.associations.link_new(ns, links)
+        return _results(prepared, screened, existing)
+
+    async def _strengthen(
+        self,
+        ns: str,
+        prepared: Sequence[Prepared],
+        screened: Sequence[Screened],
+        duplicates: Sequence[str],
+        now: datetime,
+    ) -> dict[str, Memory]:
+        """Count a use of each memory a near-duplicate strengthened and keep the
+        duplicate's metadata (`_keep_provenance`); returns those memories."""
+        if not duplicates:
+            return {}
+        await self.store.record_access(ns, [AccessRecord(i, now) for i in duplicates])
         existing = await self.store.get_many(ns, duplicates)
-        if duplicates:
-            await self._keep_provenance(ns, prepared, screened, existing, now)
-        return [
-            existing[s.duplicate_of] if s.duplicate_of is not None else p.memory
-            for p, s in zip(prepared, screened, strict=True)
-        ]
+        await self._keep_provenance(ns, prepared, screened, existing, now)
+        return existing
 
     async def _keep_provenance(
         self,

@@ -462,3 +462,34 @@ async def test_the_saved_file_holds_the_graph_and_the_buffer_is_read_again(
         assert index.buffered == 50
     finally:
         await store.close()
+
+
+async def test_the_batched_search_ranks_as_one_search_per_query(tmp_path: Path) -> None:
+    """`vector_search_many` (add_many's deduplication and auto-linking) ranks each
+    query's candidates as `vector_search` does: the same ids in the same order, ties
+    (exact copies under other ids) broken by id, and a query that too few candidates
+    pass (a rare filter) asks again on its own, as a single search would."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _memories(300)
+        for i, memory in enumerate(batch):
+            if i % 50 < 6:  # exact copies of an earlier row: ties at every rank
+                memory.embedding = batch[i - i % 50].embedding
+            memory.pinned = i % 11 == 0
+            if i % 3 == 0:
+                memory.tier = Tier.WARM
+        await store.put_many(NS, batch)
+        queries = np.concatenate([_queries(30), _vector(batch[50])[None, :]])
+        for tiers, filters in [
+            (LIVE_TIERS, ANY),
+            (LIVE_TIERS, SearchFilter(pinned=True)),
+            (frozenset({Tier.HOT}), ANY),
+        ]:
+            many = await store.vector_search_many(NS, queries, tiers=tiers, k=4, filters=filters)
+            for q, got in zip(queries, many, strict=True):
+                one = await store.vector_search(NS, q, tiers=tiers, k=4, filters=filters)
+                assert [i for i, _ in got] == [s.memory.id for s in one]
+                assert np.allclose([s for _, s in got], [s.score for s in one], atol=1e-6)
+        assert NS in store._vectors._anns  # the graph answered, not a scan
+    finally:
+        await store.close()
