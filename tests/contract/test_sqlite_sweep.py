@@ -22,6 +22,8 @@ from tiered_memory.plans import search_plan
 from tiered_memory.policy import FusionWeights, Policy
 from tiered_memory.ports import ScanQuery
 
+from .tier_counts import kept_tier_counts
+
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"
 DIM = 8
@@ -229,24 +231,14 @@ async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
 
 
 def _tier_counts(store: SQLiteMemoryStore) -> dict[tuple[str, str], int]:
-    """The kept counts of `tier_rows`, checked against a count of `memories`."""
+    """The kept counts of `tier_rows`, checked against a count of `memories`, with
+    the per-row trigger in place."""
     with store._db.read() as conn:
-        kept = {
-            (ns, tier): rows
-            for ns, tier, rows in conn.execute("SELECT namespace, tier, rows FROM tier_rows")
-            if rows
-        }
-        true = {
-            (ns, tier): rows
-            for ns, tier, rows in conn.execute(
-                "SELECT namespace, tier, count(*) FROM memories GROUP BY 1, 2"
-            )
-        }
         triggers = {
             r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         }
+        kept = kept_tier_counts(conn)
     assert tier_rows.UPDATE_TRIGGER in triggers
-    assert kept == true
     return kept
 
 

@@ -17,6 +17,8 @@ from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import Memory, Tier
 from tiered_memory.ports import SearchFilter
 
+from .tier_counts import kept_tier_counts
+
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DIM = 8
 
@@ -40,19 +42,7 @@ def _memories(n: int, ns: str, start: int = 0) -> list[Memory]:
 def _counted(path: Path) -> dict[tuple[str, str], int]:
     conn = sqlite3.connect(path)
     try:
-        kept = {
-            (ns, tier): rows
-            for ns, tier, rows in conn.execute("SELECT namespace, tier, rows FROM tier_rows")
-            if rows
-        }
-        true = {
-            (ns, tier): rows
-            for ns, tier, rows in conn.execute(
-                "SELECT namespace, tier, count(*) FROM memories GROUP BY 1, 2"
-            )
-        }
-        assert kept == true
-        return kept
+        return kept_tier_counts(conn)
     finally:
         conn.close()
 
@@ -173,12 +163,14 @@ async def test_a_tier_with_fewer_rows_than_the_graph_threshold_is_scanned(
         await store.close()
 
 
-def _spread(store_ids: int) -> tuple[list[str], list[str]]:
-    """Ids of a WARM eighth and a COLD three quarters of `store_ids` memories (the
-    rest HOT), as a sweep leaves a store: COLD the largest share."""
-    warm = [f"m{i:05d}" for i in range(4, store_ids, 8)]
-    cold = [f"m{i:05d}" for i in range(store_ids) if i % 4]
-    return warm, cold
+async def _swept(store: SQLiteMemoryStore, n: int = 900) -> None:
+    """`n` memories in namespace "a" spread as a sweep leaves a store: a WARM eighth,
+    a COLD three quarters (the largest share), the rest HOT."""
+    await store.put_many("a", _memories(n, "a"))
+    warm = [f"m{i:05d}" for i in range(4, n, 8)]
+    cold = [f"m{i:05d}" for i in range(n) if i % 4]
+    await store.set_tier("a", warm, Tier.WARM, T0)
+    await store.set_tier("a", cold, Tier.COLD, T0)
 
 
 @pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
@@ -187,10 +179,7 @@ async def test_the_cold_phase_reuses_the_active_phase_graph_candidates(
 ) -> None:
     store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
     try:
-        await store.put_many("a", _memories(900, "a"))
-        warm, cold = _spread(900)
-        await store.set_tier("a", warm, Tier.WARM, T0)
-        await store.set_tier("a", cold, Tier.COLD, T0)
+        await _swept(store)
         active, cold_only = frozenset({Tier.HOT, Tier.WARM}), frozenset({Tier.COLD})
         calls = _GraphCalls(monkeypatch)
         for query in np.random.default_rng(4).normal(size=(8, DIM)).astype(np.float32):
@@ -214,10 +203,7 @@ async def test_kept_graph_candidates_are_forgotten_after_a_write(
 ) -> None:
     store = await SQLiteMemoryStore.open(tmp_path / "a.db", ann_min_rows=50)
     try:
-        await store.put_many("a", _memories(900, "a"))
-        warm, cold = _spread(900)
-        await store.set_tier("a", warm, Tier.WARM, T0)
-        await store.set_tier("a", cold, Tier.COLD, T0)
+        await _swept(store)
         query = np.ones(DIM, dtype=np.float32)
         active, cold_only = frozenset({Tier.HOT, Tier.WARM}), frozenset({Tier.COLD})
         await store.vector_search("a", query, tiers=active, k=20)
