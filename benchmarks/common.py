@@ -55,6 +55,18 @@ def rss_mb() -> float:
     return float(psutil.Process().memory_info().rss) / 2**20
 
 
+def private_mb() -> float:
+    """Resident memory of this process that is its own, in MiB: RSS minus the pages it
+    shares with the OS page cache (on Linux, the pages of memory-mapped files: an
+    SQLite file read through its map counts in RSS, though the kernel may reclaim
+    those pages at any time and would cache them anyway). RSS where psutil cannot tell."""
+    import psutil
+
+    gc.collect()
+    info = psutil.Process().memory_info()
+    return float(info.rss - getattr(info, "shared", 0)) / 2**20
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     info: dict[str, Any] = {

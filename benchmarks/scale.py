@@ -29,7 +29,7 @@ from tiered_memory.ports import SearchFilter
 
 from . import peers
 from .baselines import BruteForce, FlatIndex, LangChainFlat, LlamaIndexFlat
-from .common import RESULTS, Stopwatch, markdown_table, rss_mb, status, write_json
+from .common import RESULTS, Stopwatch, markdown_table, private_mb, rss_mb, status, write_json
 from .synthetic import DIM, Corpus, make_corpus
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -113,7 +113,7 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
     with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
         path = Path(tmp) / "scale.db"
         clock = ManualClock(T0)
-        rss0 = rss_mb()
+        rss0, private0 = rss_mb(), private_mb()
         mem = await AsyncTieredMemory.embedded(path, embedder=HashingEmbedder(DIM), clock=clock)
         try:
             # -- bulk load: dedup and linking off ------------------------------------------
@@ -172,6 +172,7 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
                         q_texts[i], namespace=NS, budget_tokens=1000, query_embedding=q_vectors[i]
                     )
             out["rss_mb"] = rss_mb() - rss0  # the vector cache is loaded by now
+            out["private_mb"] = private_mb() - private0  # without the file's mapped pages
             out["search_p50_ms"], out["search_p95_ms"] = search.p(50), search.p(95)
             out["recall_p50_ms"], out["recall_p95_ms"] = recall.p(50), recall.p(95)
             status(
@@ -491,6 +492,7 @@ def render(results: list[dict[str, Any]]) -> str:
                 f"{r['n']:,}",
                 o.get("first_search_s", float("nan")),
                 o["rss_mb"],
+                o.get("private_mb", float("nan")),
                 names[BruteForce.name]["rss_mb"],
                 names[LangChainFlat.name]["rss_mb"]
                 if LangChainFlat.name in names
@@ -510,6 +512,7 @@ def render(results: list[dict[str, Any]]) -> str:
             "N",
             "first search s (loads the vector cache)",
             "ours RSS MB",
+            "ours private MB (RSS without the file's mapped pages)",
             "numpy RSS MB",
             "LangChain RSS MB",
             "LlamaIndex RSS MB",
