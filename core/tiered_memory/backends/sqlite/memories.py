@@ -8,10 +8,9 @@ this store wrote (`memory_of`), without validating them again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -30,7 +29,7 @@ from tiered_memory.validation import check_id, check_importance, check_namespace
 from . import lexicon
 from .database import SQLiteDatabase
 from .sql import IN_JSON, json_list, placeholders
-from .vector_table import BULK_MOVE_ROWS, VectorTable, batch_dimension, from_blob, to_blob
+from .vector_table import VectorTable, batch_dimension, from_blob, to_blob
 
 FIELDS = (
     "namespace, id, content, memory_type, tier, importance, pinned, core, do_not_inject, "
@@ -51,17 +50,6 @@ _INSERT_VECTOR = (
     "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
 )
 VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
-
-# The page cache of a bulk tier move (KiB), instead of SQLite's default 2 MB: a move
-# rewrites every page of the rows it touches and of the entries of three or four
-# indexes, and with the default cache those dirty pages spill to the WAL and are read
-# back mid-transaction. Moving 98k of 100k rows: 0.95 s -> 0.68 s for the UPDATE.
-# Restored when the move is over; the memory is freed then.
-BULK_MOVE_CACHE_KIB = 65_536
-# Inserts take the same cache from this many rows: each memory adds ~25 postings, on
-# as many distinct terms (`lexicon`), so a batch of 500 dirties thousands of pages.
-# 500 rows into a 100k store: 0.9 -> 0.65 ms a row (schema 5, postings in one tree).
-BULK_INSERT_ROWS = 100
 
 
 def columns(alias: str, with_embeddings: bool) -> str:
@@ -342,26 +330,10 @@ class MemoryTable:
             "ids": json_list(ids),
         }
         await self._db.gate()
-        with self.bulk_page_cache(len(ids) > BULK_MOVE_ROWS), self._db.write() as conn:
+        with self._db.write() as conn:
             moved = conn.execute(sql, params).rowcount
             self._vectors.refresh_moved(conn, ns, ids, move.tier)
         return moved
-
-    @contextlib.contextmanager
-    def bulk_page_cache(self, bulk: bool) -> Iterator[None]:
-        """A larger page cache for a bulk write (more than BULK_MOVE_ROWS rows moved, or
-        BULK_INSERT_ROWS inserted) when `bulk`. The lock is held throughout, so no other
-        write sees the setting or restores it early."""
-        if not bulk:
-            yield
-            return
-        with self._db.read() as conn:
-            previous = int(conn.execute("PRAGMA cache_size").fetchone()[0])
-            conn.execute(f"PRAGMA cache_size = {-BULK_MOVE_CACHE_KIB}")
-            try:
-                yield
-            finally:
-                conn.execute(f"PRAGMA cache_size = {previous}")
 
     async def record_access(self, namespace: str, accesses: Sequence[AccessRecord]) -> None:
         ns = check_namespace(namespace)

@@ -59,7 +59,7 @@ from .archival import ArchivalJournal
 from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from .lexical import DEFAULT_LEXICAL_ROWS, LexicalSearch
-from .memories import BULK_INSERT_ROWS, VECTOR_JOIN, MemoryTable, ids_in
+from .memories import VECTOR_JOIN, MemoryTable, ids_in
 from .sql import IN_JSON, json_list, placeholders, tier_values
 from .sweep import SweepReads
 from .vector_table import DEFAULT_CACHE_ROWS, VectorTable, check_dimension
@@ -192,8 +192,7 @@ class SQLiteMemoryStore:
         rows, dimension = self._memories.prepare(ns, memories, need_embedding=True)
         ids = [m.id for m in memories]
         await self._db.gate()
-        bulk = len(rows) >= BULK_INSERT_ROWS
-        with self._memories.bulk_page_cache(bulk), self._db.write() as conn:
+        with self._db.write() as conn:
             self._vectors.fix_dimension(conn, dimension)
             taken = ids_in(conn, "memories", ns, ids) | ids_in(conn, "archives", ns, ids)
             if taken:

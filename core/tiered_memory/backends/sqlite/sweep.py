@@ -356,7 +356,7 @@ class SweepReads:
             f"AS tier {past[past.index('FROM') :]}) AS d "
             f"WHERE memories.pk = d.pk RETURNING id, tier, {keep}"
         )
-        with self._memories.bulk_page_cache(True), self._db.write() as conn:
+        with self._db.write() as conn:
             conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
             due_count = conn.execute(f"SELECT count(*) FROM ({past})", params).fetchone()[0]
             with (
