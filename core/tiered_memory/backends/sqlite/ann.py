@@ -274,6 +274,21 @@ class AnnIndex:
         finally:
             self._lock.release()
 
+    def contents(self) -> tuple[Keys, npt.NDArray[np.float32]]:
+        """Every key the index holds (graph, then buffer) with its stored unit row: what
+        a check that the index mirrors the file compares (the graph's rows are float16)."""
+        with self._searching():
+            graph_keys = np.asarray(self._index.keys, dtype=np.uint64)
+            graph_rows = (
+                np.asarray(self._index.get(graph_keys), dtype=np.float32).reshape(
+                    graph_keys.size, self.dimension
+                )
+                if graph_keys.size
+                else np.zeros((0, self.dimension), dtype=np.float32)
+            )
+            keys, rows = self._keys, self._rows
+        return np.concatenate([graph_keys, keys]), np.concatenate([graph_rows, rows])
+
     # -- catching up with the file ----------------------------------------------------
 
     def catch_up(self, conn: sqlite3.Connection, ns: str, state: tuple[int, int]) -> int:
