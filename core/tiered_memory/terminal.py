@@ -5,23 +5,30 @@ Printed as it is, its control characters are commands to the terminal: ESC start
 sequences that retitle the window (OSC 0), clear the screen, move the cursor, write
 the clipboard (OSC 52) or make links (OSC 8); a C1 character such as U+009B does the
 same in one character on some terminals; CR returns to the start of the line and
-lets the rest overwrite what was printed. So every command that prints stored text
-shows these characters as escapes instead (`\\x1b`), and JSON output escapes them
-too (`\\u001b`), where json.dumps leaves DEL and the C1 range raw.
+lets the rest overwrite what was printed. The bidirectional controls (U+202A-U+202E,
+U+2066-U+2069, the marks U+200E, U+200F and U+061C) command no terminal but reorder
+what it shows: "Trojan Source" text whose displayed order differs from its stored one,
+so a memory can look like another, or hide the end of a line. So every command that
+prints stored text shows these characters as escapes instead (`\\x1b`, `\\u202e`),
+and JSON output escapes them too (`\\u001b`), where json.dumps leaves DEL, the C1
+range and the bidi controls raw.
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 controls but tab and newline, DEL, and the C1 controls.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-_JSON_RAW = re.compile(r"[\x7f-\x9f]")
+# The bidirectional formatting characters (Unicode's Bidi_Control property).
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 controls but tab and newline, DEL, the C1 controls and the bidi controls.
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_CONTROL_OR_NEWLINE = re.compile(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{_BIDI}]")
+_JSON_RAW = re.compile(f"[\\x7f-\\x9f{_BIDI}]")
 
 
 def _escaped(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printable(text: str, *, newlines: bool = True) -> str:
@@ -32,7 +39,7 @@ def printable(text: str, *, newlines: bool = True) -> str:
 
 
 def json_printable(document: str) -> str:
-    """JSON text (from json.dumps) with DEL and the C1 controls written as `\\u00NN`
-    escapes: the same JSON value, nothing a terminal acts on. (json.dumps already
+    """JSON text (from json.dumps) with DEL, the C1 and the bidi controls written as
+    `\\uNNNN` escapes: the same JSON value, nothing a terminal acts on. (json.dumps already
     escapes the C0 controls; these characters only occur inside its strings.)"""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

@@ -27,9 +27,13 @@ HOSTILE = {
     "c1": "pwned c1 \x9b31m red via CSI \x9d0;title\x9c",
     "delete": "pwned delete \x7f\x08\x08 back",
     "markup": "pwned markup [link=https://evil.example]click[/link] [bold red]loud[/]",
+    "bidi": "pwned bidi \u202egnp.exe\u202c and \u2067isolate\u2069 \u200f mark",
 }
-# What a terminal acts on: every C0 control but newline, DEL and C1 (tab is harmless).
-RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a terminal acts on: every C0 control but newline, DEL and C1 (tab is harmless),
+# and what reorders what it shows: the bidi controls ("Trojan Source").
+RAW_CONTROL = re.compile(
+    "[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def _safe(result: Result) -> str:
@@ -57,6 +61,7 @@ def test_human_output_escapes_control_characters(cli: Cli) -> None:
     assert "\\x1b]0;you have" in listed  # shown, not executed
     assert "[link=https://evil.example]click[/link]" in listed  # markup shown as text
     assert "\\x9b31m" in _safe(cli("search", "pwned", "-k", "20"))
+    assert "pwned bidi \\u202egnp.exe\\u202c and \\u2067isolate\\u2069" in listed
     titled = _safe(cli("search", "pwned \x1b]0;query title\x07", "--deep"))
     assert "\\x1b]0;query title\\x07" in titled
     recalled = _safe(cli("recall", "pwned overwrite harmless", "--budget", "2000"))
