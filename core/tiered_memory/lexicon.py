@@ -52,8 +52,17 @@ def tokenizer_version() -> str:
     a letter is) and the stemmer's release. A store indexed under another version is
     re-indexed when opened: its delete trigger finds a memory's postings by tokenizing
     the memory again, so the tokenizer must not change under an index."""
-    stemmer = importlib.metadata.version("snowballstemmer")
-    return f"unicode61-rd2/unicode-{unicodedata.unidata_version}/snowball-{STEMMER}-{stemmer}"
+    return f"unicode61-rd2/unicode-{unicodedata.unidata_version}/{_stemmer_release()}"
+
+
+def _stemmer_release() -> str:
+    """Which stemmer stems, and its release. snowballstemmer hands the work to PyStemmer
+    (the C libstemmer, of its own release) whenever that is installed, so installing
+    or upgrading PyStemmer beside a store can change its stems as much as a new
+    snowballstemmer does."""
+    if getattr(snowballstemmer.stemmer, "__module__", "").split(".")[0] == "Stemmer":
+        return f"pystemmer-{STEMMER}-{importlib.metadata.version('PyStemmer')}"
+    return f"snowball-{STEMMER}-{importlib.metadata.version('snowballstemmer')}"
 
 
 def stem(word: str) -> str:

@@ -17,6 +17,7 @@ import snowballstemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiered_memory import lexicon
 from tiered_memory.lexicon import (
     LexicalStatistics,
     Posting,
@@ -115,6 +116,30 @@ def test_the_tokenizer_version_names_what_the_terms_depend_on() -> None:
     version = tokenizer_version()
     assert "snowball-english-" in version
     assert "unicode-" in version
+
+
+def test_the_tokenizer_version_tells_pystemmer_from_snowballstemmer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """snowballstemmer stems through PyStemmer (C libstemmer, another release) when it
+    is installed: a store indexed by one is re-indexed when opened with the other."""
+
+    class PyStemmerStemmer:  # what `snowballstemmer.stemmer` is with PyStemmer installed
+        pass
+
+    PyStemmerStemmer.__module__ = "Stemmer"
+    pure = tokenizer_version()
+    tokenizer_version.cache_clear()
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(lexicon.snowballstemmer, "stemmer", PyStemmerStemmer)
+            patch.setattr(lexicon.importlib.metadata, "version", lambda name: f"{name}-9.9")
+            with_c = tokenizer_version()
+    finally:
+        tokenizer_version.cache_clear()
+    assert with_c != pure
+    assert with_c.endswith("/pystemmer-english-PyStemmer-9.9")
+    assert tokenizer_version() == pure  # unchanged for a store indexed before
 
 
 def test_bm25_equals_fts5(fts: sqlite3.Connection) -> None:
