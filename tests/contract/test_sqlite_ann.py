@@ -493,3 +493,89 @@ async def test_the_batched_search_ranks_as_one_search_per_query(tmp_path: Path) 
         assert NS in store._vectors._anns  # the graph answered, not a scan
     finally:
         await store.close()
+
+
+def _log_rows(path: Path) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [r[0] for r in conn.execute("SELECT seq FROM vector_deletes ORDER BY seq")]
+
+
+def _live_vectors(path: Path) -> dict[int, np.ndarray]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT m.pk, v.embedding FROM memories AS m JOIN memory_vectors AS v "
+            "ON v.pk = m.pk WHERE m.namespace = ?",
+            (NS,),
+        ).fetchall()
+    out = {}
+    for pk, blob in rows:
+        vector = np.frombuffer(blob, dtype="<f4")
+        out[int(pk)] = vector / np.linalg.norm(vector)
+    return out
+
+
+def _mirrors_the_file(store: SQLiteMemoryStore, path: Path) -> None:
+    """The index holds each live row once, with the file's vector, and no other."""
+    keys, rows = _index(store).contents()
+    live = _live_vectors(path)
+    assert sorted(keys.tolist()) == sorted(live)
+    assert np.abs(rows - np.stack([live[int(k)] for k in keys])).max() < 2e-3
+
+
+async def test_the_delete_log_is_pruned_to_what_every_index_applied(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    try:
+        await store.put_many(NS, _memories(300))
+        await _search(store, _queries()[0])
+        await store.delete_many(NS, [f"m{i:05d}" for i in range(40)])
+        await _search(store, _queries()[0])  # applied by this process's index
+        assert len(_log_rows(path)) == 40
+        await store.checkpoint()
+        assert _log_rows(path) == [40]  # the last entry stays: seq keeps rising
+        await store.delete_many(NS, ["m00100"])
+        assert _log_rows(path) == [40, 41]
+        await _same_as_scan(store)
+        _mirrors_the_file(store, path)
+    finally:
+        await store.close()
+    store = await _open(path)  # the saved file (seq 41) is past the pruned horizon
+    try:
+        await _same_as_scan(store)
+        _mirrors_the_file(store, path)
+    finally:
+        await store.close()
+
+
+async def test_nothing_is_pruned_while_no_index_exists(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    store = await _open(path, min_rows=None)  # exact search only: no index to consult
+    try:
+        await store.put_many(NS, _memories(100))
+        await store.delete_many(NS, [f"m{i:05d}" for i in range(10)])
+        await store.checkpoint()
+        assert len(_log_rows(path)) == 10  # another process may be building one
+    finally:
+        await store.close()
+
+
+async def test_an_index_behind_the_pruned_log_reloads_the_saved_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    behind = await _open(path)
+    try:
+        await behind.put_many(NS, _memories(300))
+        await _search(behind, _queries()[0])  # its index has applied no deletion
+        other = await _open(path)
+        # deletions of the largest pks, which the new rows then take again
+        await other.delete_many(NS, [f"m{i:05d}" for i in range(290, 300)])
+        await other.put_many(NS, _memories(10, start=5000, seed=7))
+        await _search(other, _queries()[0])
+        await other.close()  # saves its index: seq 10
+        pruner = await _open(path)
+        await pruner.checkpoint()
+        await pruner.close()
+        assert _log_rows(path) == [10]
+        await _same_as_scan(behind)
+        _mirrors_the_file(behind, path)  # not the old vectors of the reused pks
+    finally:
+        await behind.close()

@@ -1,7 +1,7 @@
 """A writer of one shared SQLite file whose namespace is searched through the HNSW
 index (`ann_min_rows` and the buffer's fold threshold tiny): adds, deletes, tier moves,
 flags and searches in a loop, closing and reopening now and then (each close saves the
-index), until killed or for the given seconds.
+index; a checkpoint prunes the delete log), until killed or for the given seconds.
 
     python -m tests.reliability.ann_child shared.db seed seconds
 """
@@ -66,6 +66,8 @@ async def main(db: str, seed: int, seconds: float) -> None:
                 elif op < 0.8:
                     patch = MemoryPatch(do_not_inject=rnd.random() < 0.5)
                     await store.patch_many(NS, rnd.sample(ids, rnd.randint(1, 5)), patch)
+                elif op < 0.84:
+                    await store.checkpoint()  # prunes the delete log under the others
                 else:
                     query = rng.normal(size=DIM).astype(np.float32)
                     await store.vector_search(NS, query, tiers=LIVE_TIERS, k=5)

@@ -64,6 +64,14 @@ def _live_vectors(db: Path) -> dict[int, np.ndarray]:
     return out
 
 
+def _log_pruned(db: Path) -> bool:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT min(seq) FROM vector_deletes").fetchone()[0]) > 1
+    finally:
+        conn.close()
+
+
 async def _answers_as_a_scan(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ann, "EXHAUSTIVE_ROWS", 1 << 30)
     store = await SQLiteMemoryStore.open(db, ann_min_rows=MIN_ROWS)
@@ -100,6 +108,7 @@ async def test_killed_writers_leave_an_index_the_next_open_catches_up(
         child.wait()
         await _answers_as_a_scan(db, monkeypatch)
     assert list((tmp_path / "crash.db.ann").glob("*.usearch"))  # saves happened
+    assert _log_pruned(db)  # and checkpoints pruned the delete log under the others
 
 
 async def test_concurrent_writers_each_keep_their_index_in_step(
@@ -111,3 +120,4 @@ async def test_concurrent_writers_each_keep_their_index_in_step(
         _, err = child.communicate(timeout=120)
         assert child.returncode == 0, err.decode()
     await _answers_as_a_scan(db, monkeypatch)
+    assert _log_pruned(db)

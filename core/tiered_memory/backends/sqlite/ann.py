@@ -19,7 +19,13 @@ left then still exists in the file (it was not deleted since), and SQLite gives 
 row max(pk)+1, so every row inserted since, including one that took a deleted pk again,
 has a pk above it: the catch-up adds the namespace's rows above it. Nothing changes for
 a pk except by deleting it, which the log records. Checking whether there is anything
-to catch up is two O(1) reads per search.
+to catch up is three O(1) reads per search.
+
+The log is pruned after a sweep (`prune_log`, from `checkpoint`): the entries every
+saved index and every index of this process have applied go, save the last (`seq` is
+a rowid: an empty table would hand out 1 again). An index of another process that had
+applied fewer then misses entries: its catch-up sees that the log starts above its
+`seq` (`missed`) and loads the newest saved file instead, which is never that old.
 
 The delta buffer: inserting a row into the HNSW graph costs about 0.4-1 ms (2 cores),
 so a catch-up that inserted what was written since the last search put that cost on
@@ -130,17 +136,39 @@ def available() -> bool:
     return True
 
 
-def log_state(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(last delete-log seq, largest pk of `memories`): what changed shows in one of them."""
+def log_state(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """(last delete-log seq, largest pk of `memories`, the pruned horizon): what changed
+    shows in one of them. Entries up to the horizon were pruned (`prune_log`)."""
     row = conn.execute(
         "SELECT (SELECT coalesce(max(seq), 0) FROM vector_deletes), "
-        "(SELECT coalesce(max(pk), 0) FROM memories)"
+        "(SELECT coalesce(max(pk), 0) FROM memories), "
+        "(SELECT coalesce(min(seq), 1) - 1 FROM vector_deletes)"
     ).fetchone()
-    return int(row[0]), int(row[1])
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def prune_log(conn: sqlite3.Connection, folder: Path | None, live: list[AnnIndex]) -> int:
+    """Delete the delete-log entries that every saved index (the newest of each
+    namespace) and every index in `live` (this process's) has applied, but the last
+    one; returns how many. Nothing while no index exists: one being built elsewhere
+    may need them all. Call it inside a write transaction."""
+    applied = [index.seq for index in live]
+    newest: dict[str, int] = {}
+    for saved in _saved(folder, "*") if folder is not None else []:
+        newest[saved.digest] = max(newest.get(saved.digest, 0), saved.seq)
+    applied.extend(newest.values())
+    if not applied:
+        return 0
+    last, _, horizon = log_state(conn)
+    upto = min(min(applied), last - 1)
+    if upto <= horizon:
+        return 0
+    return int(conn.execute("DELETE FROM vector_deletes WHERE seq <= ?", (upto,)).rowcount)
 
 
 @dataclass
 class _Saved:
+    digest: str
     seq: int
     top: int
     path: Path
@@ -160,7 +188,7 @@ class AnnIndex:
         self.seq = seq  # the last delete-log entry applied (to graph and buffer)
         self.top = top  # the graph's largest key (pk); 0 when empty
         self.high = top  # the largest key of graph or buffer (rows above it are new)
-        self.seen: tuple[int, int] = (-1, -1)  # `log_state` at the last catch-up
+        self.seen: tuple[int, int, int] = (-1, -1, -1)  # `log_state` at the last catch-up
         self.graph_rows = len(index)
         self.saved_size = self.graph_rows if saved else -1  # graph rows at the last save
         self.changed = False  # the graph differs from the newest file
@@ -291,7 +319,13 @@ class AnnIndex:
 
     # -- catching up with the file ----------------------------------------------------
 
-    def catch_up(self, conn: sqlite3.Connection, ns: str, state: tuple[int, int]) -> int:
+    def missed(self, state: tuple[int, int, int]) -> bool:
+        """Whether the log was pruned past what this index applied (`prune_log`): it
+        cannot catch up, and is replaced by the newest saved file. An index that has
+        read nothing yet (a build) needs no log."""
+        return self.seq < state[2] and not (self.graph_rows == 0 and self.high == 0)
+
+    def catch_up(self, conn: sqlite3.Connection, ns: str, state: tuple[int, int, int]) -> int:
         """Apply the file's changes since `seq` (module docstring) to the graph and the
         buffer; new rows go to the buffer. Returns the rows added."""
         if state == self.seen:
@@ -481,13 +515,17 @@ class AnnIndex:
         return self.changed or self.saved_size < 0
 
     @classmethod
-    def load(cls, folder: Path, digest: str, dimension: int, last_seq: int) -> AnnIndex | None:
+    def load(
+        cls, folder: Path, digest: str, dimension: int, state: tuple[int, int, int]
+    ) -> AnnIndex | None:
         """The newest saved index of a namespace, or None (none, unreadable, another
-        dimension, or a state this file never reached: a copy of another history)."""
+        dimension, a state this file never reached: a copy of another history, or one
+        older than the pruned log: it could not catch up)."""
         from usearch.index import Index
 
+        last_seq, _, horizon = state
         for saved in sorted(_saved(folder, digest), key=lambda s: (s.seq, s.top), reverse=True):
-            if saved.seq > last_seq:
+            if saved.seq > last_seq or saved.seq < horizon:
                 continue
             try:
                 index = Index.restore(str(saved.path), view=False)
@@ -522,13 +560,14 @@ def digest_of(namespace: str) -> str:
 
 
 def _saved(folder: Path, digest: str) -> list[_Saved]:
+    """The saved indexes of a namespace (of all with "*")."""
     out: list[_Saved] = []
     if not folder.is_dir():
         return out
     for path in folder.glob(f"{digest}.*.*.usearch"):
         parts = path.name.split(".")
         if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
-            out.append(_Saved(int(parts[1]), int(parts[2]), path))
+            out.append(_Saved(parts[0], int(parts[1]), int(parts[2]), path))
     return out
 
 

@@ -395,8 +395,12 @@ class SQLiteMemoryStore:
         return self._db.read_transaction()
 
     async def checkpoint(self) -> None:
-        """Copy the WAL into the main file (`SQLiteDatabase.checkpoint`)."""
+        """Copy the WAL into the main file (`SQLiteDatabase.checkpoint`), after pruning
+        the log of deleted vectors that the HNSW indexes have applied (`ann`): it grows
+        by a row per deletion or archival otherwise."""
         await self._db.gate()
+        with self._db.write() as conn:
+            self._vectors.prune_delete_log(conn)
         self._db.checkpoint()
 
     async def backup(self, target: str | PathLike[str]) -> None:

@@ -135,7 +135,7 @@ class VectorTable:
         # The approximate indexes (`ann`): None turns them off (every search scans).
         self.ann_min_rows = ann_min_rows
         self._anns: dict[str, AnnIndex] = {}
-        self._small: dict[str, tuple[int, int]] = {}  # ns -> `log_state` it was counted at
+        self._small: dict[str, tuple[int, int, int]] = {}  # ns -> `log_state` it was counted at
         self._ann_dirty = False  # an index caught up inside a transaction
         self._warned_missing = False
         self._graph_candidates: GraphCandidates | None = None  # the last graph search's
@@ -384,6 +384,12 @@ class VectorTable:
 
     # -- the approximate indexes -------------------------------------------------------
 
+    def prune_delete_log(self, conn: sqlite3.Connection) -> int:
+        """Drop the delete-log entries no index needs any more (`ann.prune_log`)."""
+        if self.ann_min_rows is None:
+            return 0
+        return ann.prune_log(conn, self._folder, list(self._anns.values()))
+
     def settle(self, namespace: str | None = None) -> None:
         """Block until the background folds of the loaded indexes (of `namespace`) end:
         a benchmark's steady state, or a graph complete before a copy of the folder."""
@@ -398,6 +404,11 @@ class VectorTable:
             return None
         state = ann.log_state(conn)
         index = self._anns.get(ns)
+        if index is not None and index.missed(state):
+            log.info("tiered-memory: reloading the vector index of %r (log pruned past it)", ns)
+            index.stop_folding()
+            del self._anns[ns]
+            index = None
         if index is None:
             if self._small.get(ns) == state:
                 return None
@@ -420,7 +431,7 @@ class VectorTable:
                 return None
             index = None
             if self._folder is not None:
-                index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state[0])
+                index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state)
             if index is None:
                 log.info("tiered-memory: building the vector index of %r (%d rows)", ns, count)
                 index = AnnIndex.empty(dim)
