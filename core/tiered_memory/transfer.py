@@ -180,12 +180,18 @@ def _parse_document(document: Any) -> tuple[list[Memory], list[Link], list[tuple
             f"unsupported export version {document.get('version')!r:.60}; this library "
             f"reads version {VERSION}"
         )
+    parts = {part: document.get(part, []) for part in ("memories", "links", "archives")}
+    for part, value in parts.items():
+        if not isinstance(value, list):  # JSON has arrays here; anything else is a bug
+            raise ValidationError(f"malformed export document: {part!r} is not an array")
+    if not all(isinstance(a, dict) for a in parts["archives"]):
+        raise ValidationError("malformed export document: an archive entry is not an object")
     try:
-        memories = [Memory.model_validate(m) for m in document.get("memories", [])]
-        links = [Link.model_validate(x) for x in document.get("links", [])]
+        memories = [Memory.model_validate(m) for m in parts["memories"]]
+        links = [Link.model_validate(x) for x in parts["links"]]
         archives = [
             (ArchiveRecord.model_validate(a["record"]), a.get("original"))
-            for a in document.get("archives", [])
+            for a in parts["archives"]
         ]
     except (TypeError, KeyError, ValueError) as e:
         raise ValidationError(f"malformed export document: {e}") from e

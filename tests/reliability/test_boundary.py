@@ -508,6 +508,33 @@ def test_an_import_checks_s3_keys_before_writing(tmp_path: Path) -> None:
         mem.close()
 
 
+@pytest.mark.parametrize(
+    ("part", "value"),
+    [
+        ("archives", np.ones(4, dtype=np.float32)),  # its entries were indexed by "record"
+        ("archives", [1.5]),
+        ("memories", "not an array"),
+        ("links", {"source": "a"}),
+    ],
+)
+def test_an_import_refuses_parts_that_are_not_arrays_of_objects(
+    tmp_path: Path, part: str, value: object
+) -> None:
+    """Found by the hostile-document property: an array of numbers as `archives` raised
+    numpy's IndexError, not the typed error."""
+    from tiered_memory.transfer import export_namespace, import_document
+
+    with TieredMemory.embedded(
+        tmp_path / "src.db", embedder=HashingEmbedder(DIM), clock=ManualClock(START)
+    ) as mem:
+        mem.add_many(["one fact", "another fact"], namespace="n")
+        document = mem.run(export_namespace(mem.aio, "n"))
+        document[part] = value
+        with pytest.raises(ValidationError, match="malformed export document"):
+            mem.run(import_document(mem.aio, document, namespace="m"))
+        assert mem.stats(namespace="m").total == 0
+
+
 # -- one boundary ------------------------------------------------------------------------
 
 PACKAGES = [
