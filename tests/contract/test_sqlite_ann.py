@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.ann_mirror import assert_mirrors
 from tiered_memory.backends.sqlite import ann
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
@@ -500,26 +501,8 @@ def _log_rows(path: Path) -> list[int]:
         return [r[0] for r in conn.execute("SELECT seq FROM vector_deletes ORDER BY seq")]
 
 
-def _live_vectors(path: Path) -> dict[int, np.ndarray]:
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT m.pk, v.embedding FROM memories AS m JOIN memory_vectors AS v "
-            "ON v.pk = m.pk WHERE m.namespace = ?",
-            (NS,),
-        ).fetchall()
-    out = {}
-    for pk, blob in rows:
-        vector = np.frombuffer(blob, dtype="<f4")
-        out[int(pk)] = vector / np.linalg.norm(vector)
-    return out
-
-
 def _mirrors_the_file(store: SQLiteMemoryStore, path: Path) -> None:
-    """The index holds each live row once, with the file's vector, and no other."""
-    keys, rows = _index(store).contents()
-    live = _live_vectors(path)
-    assert sorted(keys.tolist()) == sorted(live)
-    assert np.abs(rows - np.stack([live[int(k)] for k in keys])).max() < 2e-3
+    assert_mirrors(_index(store), path, NS)
 
 
 async def test_the_delete_log_is_pruned_to_what_every_index_applied(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.ann_mirror import assert_mirrors
 from tiered_memory.backends.sqlite import ann
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Tier
@@ -47,23 +48,6 @@ def _child(db: Path, seed: int, seconds: float) -> subprocess.Popen[bytes]:
     )
 
 
-def _live_vectors(db: Path) -> dict[int, np.ndarray]:
-    conn = sqlite3.connect(db)
-    try:
-        rows = conn.execute(
-            "SELECT m.pk, v.embedding FROM memories AS m JOIN memory_vectors AS v "
-            "ON v.pk = m.pk WHERE m.namespace = ?",
-            (NS,),
-        ).fetchall()
-    finally:
-        conn.close()
-    out = {}
-    for pk, blob in rows:
-        vector = np.frombuffer(blob, dtype="<f4")
-        out[int(pk)] = vector / np.linalg.norm(vector)
-    return out
-
-
 def _log_pruned(db: Path) -> bool:
     conn = sqlite3.connect(db)
     try:
@@ -85,11 +69,7 @@ async def _answers_as_a_scan(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                 )
                 assert [s.memory.id for s in got] == [s.memory.id for s in want]
         assert NS in store._vectors._anns  # the index answered, not a scan
-        keys, rows = store._vectors._anns[NS].contents()
-        live = _live_vectors(db)  # archived rows keep no vector row
-        assert sorted(keys.tolist()) == sorted(live)  # each live row once, no other
-        want_rows = np.stack([live[int(key)] for key in keys])
-        assert np.abs(rows - want_rows).max() < 2e-3  # float16 graph rows: a reused pk
+        assert_mirrors(store._vectors._anns[NS], db, NS)
     finally:
         await store.close()
 

@@ -3,7 +3,8 @@
 - Commits reach the main file at sensible points, not only every 10,000 WAL pages:
   when a store closes while another process keeps the file open, and after a sweep.
   A copy of the main file alone, or a lost `-wal`, then loses nothing.
-- An empty (0-byte) file is refused with a typed error, never opened as a new store.
+- An empty (0-byte) file is refused with a typed error, never opened as a new store;
+  and processes creating a new store at once never see one another's half-made file.
 - `backup` copies the file and the archived originals into a folder that opens as
   the same store, consistently while another process sweeps; `verify` finds damage
   in either.
@@ -140,6 +141,41 @@ async def test_an_empty_file_is_refused_not_opened_as_a_new_store(tmp_path: Path
     assert not db.with_name(db.name + "-wal").exists()
     fresh = await SQLiteMemoryStore.open(tmp_path / "new.db")  # a missing file is a new store
     await fresh.close()
+
+
+_OPEN_NEW = """
+import asyncio, sys
+from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+
+async def main() -> None:
+    store = await SQLiteMemoryStore.open(sys.argv[1])
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+def test_processes_creating_one_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    """Workers of one app started together open a path that does not exist yet. The
+    first SQLite connection creates the file empty and writes its header a moment
+    later; another process that looked in between saw an empty file and was refused
+    (the concurrent ANN writers failed so now and then). A new store now appears at
+    its path complete or not at all."""
+    for attempt in range(12):
+        db = tmp_path / f"new-{attempt}.db"
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_NEW, str(db)],
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(6)
+        ]
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err.decode()[-600:]
+        assert db.read_bytes().startswith(b"SQLite format 3\x00")
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftovers
 
 
 # -- backup and verify ---------------------------------------------------------------------

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import sqlite3
 import tempfile
 import threading
@@ -275,13 +276,17 @@ class SQLiteDatabase:
         return await asyncio.to_thread(cls._open_blocking, str(path), verify, busy_timeout)
 
     @classmethod
-    def _open_blocking(cls, path: str, verify: bool | None, busy_timeout: float) -> SQLiteDatabase:
+    def _open_blocking(
+        cls, path: str, verify: bool | None, busy_timeout: float, *, in_place: bool = False
+    ) -> SQLiteDatabase:
         in_memory = path == ":memory:"
         if not in_memory:
             file = Path(path)
             if file.is_dir():
                 raise ConfigurationError(f"{path} is a directory; pass the path of a file")
             file.parent.mkdir(parents=True, exist_ok=True)
+            if not in_place and not file.exists():
+                cls._create(file, busy_timeout)
             _check_header(file)
         if verify is None:
             size = 0 if in_memory else _size_with_log(Path(path))
@@ -344,6 +349,35 @@ class SQLiteDatabase:
                 raise translate_error(e, path) from e
             raise
         return cls(path, conn, queue)
+
+    @classmethod
+    def _create(cls, path: Path, busy_timeout: float) -> None:
+        """Make a new store at `path` whole or not at all: built in a temporary file
+        beside it, then hard-linked into place. SQLite creates a file empty and
+        writes its header a moment later, so another process opening the same new
+        path in between found an empty file, which `_check_header` rightly refuses
+        (an emptied store must never become a new one); workers of one app started
+        together failed so. A link never replaces a file: the first process to link
+        wins and the others open its store."""
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+        except OSError:
+            return  # a folder it cannot write to: opening in place says so, typed
+        os.close(fd)
+        os.unlink(name)  # SQLite creates it, in WAL mode, with the schema
+        temporary = Path(name)
+        try:
+            cls._open_blocking(name, False, busy_timeout, in_place=True).close_blocking()
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process created it first
+            except OSError as e:  # a file system without hard links
+                log.debug("tiered-memory: creating %s in place (%s)", path, e)
+        finally:
+            for leftover in (name, f"{name}-wal", f"{name}-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
 
     # -- access --------------------------------------------------------------------------
 
@@ -564,6 +598,10 @@ class SQLiteDatabase:
         """Close the connection (idempotent), checkpointing the WAL first: SQLite does
         so only when the last connection to the file closes, and another process may
         still hold it open; then this one's commits would stay in the `-wal` alone."""
+        self.close_blocking()
+
+    def close_blocking(self) -> None:
+        """`close` from a thread of its own (no event loop)."""
         with self.lock:
             if self._conn is not None:
                 with contextlib.suppress(BackendUnavailableError):
