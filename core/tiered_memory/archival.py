@@ -600,7 +600,7 @@ class ArchivalPipeline:
     async def _commit(self, ns: str, drafts: Sequence[Draft], claimant: str) -> set[str]:
         if not drafts:
             return set()
-        return await self.archiver.commit(ns, [d.record for d in drafts], claimant=claimant)
+        return await self.archiver.commit(ns, drafts, claimant=claimant)
 
 
 def _shared(groups: Sequence[Sequence[Candidate]]) -> int:
