@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -139,6 +140,44 @@ async def test_a_replace_before_an_archival_commits_wins_and_the_archival_aborts
     assert await _keys(amem) == []
     assert await amem.archive(["car"], namespace=NS) == 1  # a later archival: the new value
     assert (await amem.expand("car", namespace=NS))["content"] == NEW
+
+
+async def test_an_archival_whose_claim_outlived_a_replace_does_not_commit_the_old_value(
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store without transactions (Weaviate) can leave the claim in place when the
+    replace lands between its journal read and its write: simulated here by claiming
+    the memory back for the archival right after the swap. The commit still sees that
+    the memory is not the one it drafted, and leaves it live with the new value."""
+    await amem.add(OLD, namespace=NS, id="car")
+    archival, _, go = await _held_before_commit(amem, "car")
+    (state,) = (await amem.store.archival_states(NS, ["car"])).values()
+    assert state.claimant is not None
+    assert state.claimed_until is not None
+    replace_many = amem.store.replace_many
+
+    async def claim_survives(namespace: str, memories: Sequence[Any]) -> object:
+        replaced = await replace_many(namespace, memories)
+        assert state.claimant is not None
+        assert state.claimed_until is not None
+        await amem.store.claim_archival(
+            namespace,
+            ["car"],
+            claimant=state.claimant,
+            until=state.claimed_until,
+            now=state.claimed_until - timedelta(seconds=1),
+        )
+        return replaced
+
+    monkeypatch.setattr(amem.store, "replace_many", claim_survives)
+    await amem.upsert(NEW, id="car", namespace=NS)
+    go.set()
+    assert await archival == 0
+    live = await amem.get("car", namespace=NS)
+    assert live is not None
+    assert live.content == NEW
+    assert live.tier is not Tier.ARCHIVED
+    assert await _keys(amem) == []
 
 
 async def test_a_replace_while_the_archival_drafts_wins(amem: AsyncTieredMemory) -> None:
