@@ -15,8 +15,9 @@ store, the graph and object storage, and in which order (the read path is
   without its original. Derived links go; explicit ones stay.
 - **Deleting** (`forget(hard=True)`, `forget_many`): a memory goes with its links and
   every original it has, an archived one's or the leftovers of unfinished archivals of a
-  live one (the journal names them). The record before its original: an orphan original
-  is harmless, a record without one is not.
+  live one (the journal names them; they go after the live row, which ends those
+  archivals). The record before its original: an orphan original is harmless, a record
+  without one is not.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .errors import ValidationError
 from .intake import Prepared
 from .models import ArchiveRecord, Memory
 from .policy import Policy
-from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore
+from .ports import AccessRecord, ArchivalState, AssociationGraph, MemoryPatch, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -184,27 +185,33 @@ class Writer:
         self, ns: str, live: Collection[str], archived: Mapping[str, ArchiveRecord]
     ) -> int:
         """Delete live memories and archive records for good, with their links and
-        originals; returns how many were deleted."""
+        originals; returns how many were deleted.
+
+        The originals unfinished archivals of the live ones noted go after the live rows
+        (which end those archivals: the journal rows go with them), never before: until
+        then an archival may commit a record pointing at one. A live memory archived
+        meanwhile (its archival committed first) is deleted as an archived one."""
         gone = [*live, *archived]
         if gone:
             await self.graph.drop_nodes(ns, gone)
         deleted = 0
+        records = dict(archived)
+        attempts: dict[str, ArchivalState] = {}
         if live:
-            await self.discard_attempts(ns, list(live))
+            attempts = await self.store.archival_states(ns, list(live))
             deleted = await self.store.delete_many(ns, list(live))
-        if archived:
-            await self.archiver.hand_on_summaries(ns, archived)  # a cluster stays found
+            if deleted < len(live):
+                late = [i for i in live if i not in records]
+                records.update(await self.store.get_archives(ns, late))
+        if records:
+            await self.archiver.hand_on_summaries(ns, records)  # a cluster stays found
             # the record first: an orphan original is harmless, a record without one is not
-            deleted += await self.store.delete_archives(ns, list(archived))
-            for record in archived.values():
+            deleted += await self.store.delete_archives(ns, list(records))
+            for record in records.values():
                 await self.archiver.delete_original(ns, record)
-        return deleted
-
-    async def discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
-        """Delete the originals unfinished archivals of live memories wrote (the journal
-        names them) before the memories go: nothing of theirs may outlive them."""
-        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
+        for memory_id, state in attempts.items():
             await self.archiver.discard(ns, memory_id, state.written)
+        return deleted
 
     async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
         """An id named by a new memory must be free, live or archived."""

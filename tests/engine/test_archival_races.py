@@ -4,6 +4,8 @@ original written, its record not yet committed), on every backend combination.
 - a `replace` (upsert) racing an archival: whichever commits first, nothing points at
   a deleted original and nothing is left behind; a replace that fails keeps the old
   memory whole, the original the archival wrote included;
+- a hard delete racing an archival: the memory goes, its record and originals with it,
+  whichever commits first;
 - a `forget()` (or pin, or supersession) between the draft and the commit: the
   archival does not commit a record and an original that lack it; the memory stays
   live with the change, and a later archival carries it.
@@ -256,3 +258,36 @@ async def test_a_forget_during_a_sweep_is_not_lost_and_not_a_failure(
     assert report.count("cold_to_archived") == 1
     (record,) = (await amem.store.get_archives(NS, [m.id])).values()
     assert record.do_not_inject is True
+
+
+async def test_a_hard_delete_racing_an_archival_deletes_the_memory_and_its_original(
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete finds the memory live; the archival commits its record before the
+    live row goes. The memory must still be gone, with every original of it (the delete
+    used to delete the archival's original first and then find nothing live to delete,
+    leaving an archived memory without its original)."""
+    await amem.add(OLD, namespace=NS, id="car")
+    archival, _, go = await _held_before_commit(amem, "car")
+    delete_many = amem.store.delete_many
+
+    async def commit_then_delete(namespace: str, ids: Sequence[str]) -> int:
+        go.set()
+        assert await archival == 1
+        return await delete_many(namespace, ids)
+
+    monkeypatch.setattr(amem.store, "delete_many", commit_then_delete)
+    await amem.forget("car", namespace=NS, hard=True)
+    assert await amem.get("car", namespace=NS) is None
+    assert await amem.store.get_archives(NS, ["car"]) == {}
+    assert await _keys(amem) == []
+
+
+async def test_a_hard_delete_before_an_archival_commits_wins(amem: AsyncTieredMemory) -> None:
+    await amem.add(OLD, namespace=NS, id="car")
+    archival, _, go = await _held_before_commit(amem, "car")
+    assert await amem.forget_many(["car"], namespace=NS, hard=True) == 1
+    go.set()
+    assert await archival == 0
+    assert await amem.get("car", namespace=NS) is None
+    assert await _keys(amem) == []
