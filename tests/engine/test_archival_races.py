@@ -19,14 +19,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
+    ConsolidationPolicy,
+    HashingEmbedder,
     ManualClock,
+    Policy,
     Tier,
 )
 from tiered_memory.ports import Summary, SummaryRequest
@@ -291,3 +296,45 @@ async def test_a_hard_delete_before_an_archival_commits_wins(amem: AsyncTieredMe
     assert await archival == 0
     assert await amem.get("car", namespace=NS) is None
     assert await _keys(amem) == []
+
+
+async def test_a_forget_of_one_member_keeps_its_whole_cluster_live(
+    tmp_path: Path, clock: ManualClock, memories: MemoryFactory
+) -> None:
+    """A cluster commits whole or not at all: its summary is on one member's record, so
+    committing the others without the changed one would leave it, or them, unfound.
+    The next sweep archives the cluster again, the forget included."""
+    amem = await memories.open(
+        tmp_path / "c.db",
+        embedder=HashingEmbedder(),
+        clock=clock,
+        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
+    )
+    try:
+        texts = [
+            "Went for a run in the park on Monday morning",
+            "Went for a run in the park on Tuesday morning",
+        ]
+        added = await amem.add_many(
+            [{"content": t, "importance": 0.1} for t in texts], namespace=NS, dedup=False
+        )
+        ids = [m.id for m in added]
+        clock.advance(days=4)
+        await amem.maintain()
+        clock.advance(days=200)
+        amem.archiver.summarizer = Meanwhile(lambda: amem.forget(ids[1], namespace=NS))
+        first = await amem.maintain()
+        assert first.errors == []
+        assert first.count("cold_to_archived") == 0
+        live = await amem.store.get_many(NS, ids)
+        assert {m.tier for m in live.values()} == {Tier.COLD}
+        assert live[ids[1]].do_not_inject
+        assert sorted(await amem.objects.list(NS)) == []
+        second = await amem.maintain()
+        assert second.count("cold_to_archived") == 2
+        assert second.count("archive_clusters") == 1
+        records = await amem.store.get_archives(NS, ids)
+        assert records[ids[1]].do_not_inject is True
+        assert records[ids[0]].do_not_inject is False
+    finally:
+        await amem.close()
