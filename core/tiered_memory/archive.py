@@ -4,10 +4,12 @@ format, expansion and restore. `tiered_memory.archival` runs the steps, claims f
 Per memory: summarise -> embed the summary -> write the original as JSON under a key of
 its own (`original_key`: the id and the sha256 of the bytes) -> verify it (HEAD: size
 and sha256) -> drop its graph links -> write the archive record, which replaces the live
-record in one store operation, for the claimant only. A crash at any step leaves the
-memory COLD with its content (the journal names any original written, for the rerun to
-take its links from and delete) or fully ARCHIVED with a verified original; never lost,
-never both, and a record always points at the bytes its checksum verifies.
+record in one store operation, for the claimant only and only while the memory is as it
+was drafted (`changed_since`: a forget or a replace meanwhile stops it). A crash at any
+step leaves the memory COLD with its content (the journal names any original written,
+for the rerun to take its links from and delete) or fully ARCHIVED with a verified
+original; never lost, never both, and a record always points at the bytes its checksum
+verifies.
 """
 
 from __future__ import annotations
