@@ -16,7 +16,9 @@ run, who may write it, and what happens when some fail. The steps of one memory 
 - **Claims**: each group of up to COMMIT_GROUP memories is claimed in the store's
   journal before any original is written, and only the claimant can commit a record.
   An explicit `archive()` and a sweep (in one process or two) never archive one memory
-  twice: the second finds it claimed and leaves it. A claim lasts `claim_lease`
+  twice: the second finds it claimed and leaves it. A replace or a hard delete of a
+  memory ends its claim, and a memory changed since its draft (a forget, a pin) is not
+  committed (`Archiver.commit`): it stays live, uncounted. A claim lasts `claim_lease`
   (wall-clock); a claim of a process of this host that has exited is taken over at
   once, so a killed sweep never blocks the next.
 - **Originals** go under a content-addressed key (`archive.original_key`), noted in the
@@ -600,7 +602,7 @@ class ArchivalPipeline:
     async def _commit(self, ns: str, drafts: Sequence[Draft], claimant: str) -> set[str]:
         if not drafts:
             return set()
-        return await self.archiver.commit(ns, [d.record for d in drafts], claimant=claimant)
+        return await self.archiver.commit(ns, drafts, claimant=claimant)
 
 
 def _shared(groups: Sequence[Sequence[Candidate]]) -> int:

@@ -4,10 +4,12 @@ format, expansion and restore. `tiered_memory.archival` runs the steps, claims f
 Per memory: summarise -> embed the summary -> write the original as JSON under a key of
 its own (`original_key`: the id and the sha256 of the bytes) -> verify it (HEAD: size
 and sha256) -> drop its graph links -> write the archive record, which replaces the live
-record in one store operation, for the claimant only. A crash at any step leaves the
-memory COLD with its content (the journal names any original written, for the rerun to
-take its links from and delete) or fully ARCHIVED with a verified original; never lost,
-never both, and a record always points at the bytes its checksum verifies.
+record in one store operation, for the claimant only and only while the memory is as it
+was drafted (`changed_since`: a forget or a replace meanwhile stops it). A crash at any
+step leaves the memory COLD with its content (the journal names any original written,
+for the rerun to take its links from and delete) or fully ARCHIVED with a verified
+original; never lost, never both, and a record always points at the bytes its checksum
+verifies.
 """
 
 from __future__ import annotations
@@ -209,13 +211,39 @@ def key_owner(key: str) -> str:
     return owner if found and _HEX64.fullmatch(digest) else key
 
 
+# What a write can change on a live memory that its record or original keeps (the
+# fields of `MemoryPatch`: forget, pin, core, importance, supersession, metadata; and a
+# replace's content): a draft made before such a change is stale, and is not committed.
+DRAFTED_FIELDS = (
+    "content",
+    "memory_type",
+    "source",
+    "importance",
+    "pinned",
+    "core",
+    "do_not_inject",
+    "superseded_by",
+    "metadata",
+)
+
+
+def changed_since(drafted: Memory, current: Memory) -> bool:
+    """Whether `current` differs from the memory as it was drafted in what the draft's
+    record and original keep (`DRAFTED_FIELDS`); uses and tier moves do not count."""
+    return any(getattr(drafted, f) != getattr(current, f) for f in DRAFTED_FIELDS)
+
+
 @dataclass(frozen=True)
 class Draft:
     """One memory's archival up to its commit: the record to write and the original's
-    exact bytes, under `original_key(record.id, record.checksum)`."""
+    exact bytes, under `original_key(record.id, record.checksum)`; `memory`, the memory
+    as drafted (`changed_since`), and `cluster`, the ids archived under one summary
+    with it (itself included; empty for a memory archived on its own)."""
 
     record: ArchiveRecord
     data: bytes
+    memory: Memory
+    cluster: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -365,7 +393,7 @@ class Archiver:
             do_not_inject=memory.do_not_inject,
             superseded=memory.superseded,
         )
-        return Draft(record, data)
+        return Draft(record, data, memory.model_copy(update={"embedding": None}), tuple(cluster))
 
     async def _entities(
         self, ns: str, memories: Sequence[Memory], links: Mapping[str, Sequence[Link]]
@@ -407,15 +435,22 @@ class Archiver:
                 f"stored original of {draft.id!r} did not verify (size or checksum differ)"
             )
 
-    async def commit(self, ns: str, records: Sequence[ArchiveRecord], *, claimant: str) -> set[str]:
+    async def commit(self, ns: str, drafts: Sequence[Draft], *, claimant: str) -> set[str]:
         """Steps 4-6 for stored originals: drop the links of the memories `claimant`
         still holds and write their records (each replaces its live memory), all in one
         transaction where the store allows, or none on an error. Returns the ids whose
         record is this call's.
 
+        A memory changed since its draft (`changed_since`: a forget, a pin, a
+        supersession or a replace that landed while it was drafted and stored) is not
+        committed: its record and original hold the memory as it was, and committing
+        them would undo the change. It stays live as changed, and a later archival
+        drafts it again. A cluster commits whole or not at all (its summary is on one
+        member's record). The caller deletes the originals of what did not commit.
+
         Originals whose folder fsync `store_original` deferred are made durable first:
         a record is never committed before the original it points to."""
-        if not records:
+        if not drafts:
             return set()
         if ns in self._unsynced and isinstance(self.objects, SupportsDeferredSync):
             self._unsynced.discard(ns)
@@ -427,11 +462,23 @@ class Archiver:
         # Links go before the records: a crash between leaves a COLD memory whose links
         # are kept in its verified original (the journal names it for the rerun), never
         # a dangling link. Where the graph shares the store's transaction (the embedded
-        # SQLite file), all commit together, claims checked inside: one synced commit
-        # per group, and a crash keeps the links and the memories as they were.
+        # SQLite file), all commit together, claims and changes checked inside: one
+        # synced commit per group, and a crash keeps the links and the memories as they
+        # were. Elsewhere the checks narrow the window, as the claims do.
         async with self.store.transaction():
-            states = await self.store.archival_states(ns, [r.id for r in records])
-            held = [r for r in records if r.id in states and states[r.id].claimant == claimant]
+            ids = [d.id for d in drafts]
+            states = await self.store.archival_states(ns, ids)
+            current = await self.store.get_many(ns, ids)
+            refused = {
+                d.id
+                for d in drafts
+                if d.id not in states
+                or states[d.id].claimant != claimant
+                or d.id not in current
+                or changed_since(d.memory, current[d.id])
+            }
+            refused |= {m for d in drafts if d.id in refused for m in d.cluster}
+            held = [d.record for d in drafts if d.id not in refused]
             if not held:
                 return set()
             await self.graph.drop_nodes(ns, [r.id for r in held])

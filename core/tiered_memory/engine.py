@@ -772,7 +772,9 @@ class AsyncTieredMemory:
 
         A quarantined memory is released and tried again. A memory another archival
         (a sweep, another call or process) is archiving right now is left to it and not
-        counted here. The first failure is recorded (toward quarantine) and raised."""
+        counted here, as is one changed meanwhile (forgotten, pinned, replaced or
+        deleted while it was summarised): it stays live as changed. The first failure
+        is recorded (toward quarantine) and raised."""
         ns = self._ns(namespace)
         limits = self.policy.limits
         validation.check_label(reason, "reason", limits.max_source_chars, "max_source_chars")

@@ -8,14 +8,16 @@ store, the graph and object storage, and in which order (the read path is
   embedded store: one fsync per batch). An id that exists is refused unless the caller
   replaces.
 - **Replacing** (`upsert`, `replace=True`): the new memories swap in in one store
-  transaction. Unfinished archivals of the replaced memories lose their leftover
-  originals first; the originals of replaced archive records go after the commit (a
-  crash between would otherwise leave a record without its original). Derived links
-  go; explicit ones stay.
+  transaction, which ends any archival of the old values (its claim goes with them).
+  The originals the old values leave go after the commit, those of replaced archive
+  records and those unfinished archivals noted: before it, an archival could still
+  commit a record pointing at one, and a crash or a failed swap would leave a record
+  without its original. Derived links go; explicit ones stay.
 - **Deleting** (`forget(hard=True)`, `forget_many`): a memory goes with its links and
   every original it has, an archived one's or the leftovers of unfinished archivals of a
-  live one (the journal names them). The record before its original: an orphan original
-  is harmless, a record without one is not.
+  live one (the journal names them; they go after the live row, which ends those
+  archivals). The record before its original: an orphan original is harmless, a record
+  without one is not.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .errors import ValidationError
 from .intake import Prepared
 from .models import ArchiveRecord, Memory
 from .policy import Policy
-from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore
+from .ports import AccessRecord, ArchivalState, AssociationGraph, MemoryPatch, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -183,27 +185,33 @@ class Writer:
         self, ns: str, live: Collection[str], archived: Mapping[str, ArchiveRecord]
     ) -> int:
         """Delete live memories and archive records for good, with their links and
-        originals; returns how many were deleted."""
+        originals; returns how many were deleted.
+
+        The originals unfinished archivals of the live ones noted go after the live rows
+        (which end those archivals: the journal rows go with them), never before: until
+        then an archival may commit a record pointing at one. A live memory archived
+        meanwhile (its archival committed first) is deleted as an archived one."""
         gone = [*live, *archived]
         if gone:
             await self.graph.drop_nodes(ns, gone)
         deleted = 0
+        records = dict(archived)
+        attempts: dict[str, ArchivalState] = {}
         if live:
-            await self.discard_attempts(ns, list(live))
+            attempts = await self.store.archival_states(ns, list(live))
             deleted = await self.store.delete_many(ns, list(live))
-        if archived:
-            await self.archiver.hand_on_summaries(ns, archived)  # a cluster stays found
+            if deleted < len(live):
+                late = [i for i in live if i not in records]
+                records.update(await self.store.get_archives(ns, late))
+        if records:
+            await self.archiver.hand_on_summaries(ns, records)  # a cluster stays found
             # the record first: an orphan original is harmless, a record without one is not
-            deleted += await self.store.delete_archives(ns, list(archived))
-            for record in archived.values():
+            deleted += await self.store.delete_archives(ns, list(records))
+            for record in records.values():
                 await self.archiver.delete_original(ns, record)
-        return deleted
-
-    async def discard_attempts(self, ns: str, ids: Sequence[str]) -> None:
-        """Delete the originals unfinished archivals of live memories wrote (the journal
-        names them) before the memories go: nothing of theirs may outlive them."""
-        for memory_id, state in (await self.store.archival_states(ns, ids)).items():
+        for memory_id, state in attempts.items():
             await self.archiver.discard(ns, memory_id, state.written)
+        return deleted
 
     async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
         """An id named by a new memory must be free, live or archived."""
@@ -231,18 +239,36 @@ class Writer:
                 p.memory.embedding = None
 
     async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
-        """Swap the memories in (one store transaction), then delete the archived
-        originals of the archive records they replaced. Originals are content-addressed
-        (`<id>@<sha256>`), so deleting the replaced record's never touches one a new
-        archival of the same id wrote; a record that points at it again keeps it. A
-        failure here leaves an orphan original, harmless."""
-        await self.discard_attempts(ns, [m.id for m in memories])
-        leaving = await self.store.get_archives(ns, [m.id for m in memories])
+        """Swap the memories in (one store transaction), then delete the originals the
+        old values leave behind: those of the archive records they replaced, and those
+        unfinished archivals of them noted in the journal.
+
+        Both go after the swap, never before: until it commits, an archival of the old
+        value still holds its claim and may commit a record pointing at the original it
+        wrote (deleting that first lost the memory when the replace then failed). The
+        swap ends those claims (`replace_many` drops the journal rows with the old
+        values), so nothing can commit a record pointing at them afterwards; an
+        archival that noted one after the journal was read here deletes its own when
+        its commit is refused. Originals are content-addressed (`<id>@<sha256>`), and
+        one a record points at after the swap is kept. A failure here leaves an orphan
+        original, harmless."""
+        ids = [m.id for m in memories]
+        attempts = await self.store.archival_states(ns, ids)
+        leaving = await self.store.get_archives(ns, ids)
         await self.archiver.hand_on_summaries(ns, leaving)  # a cluster stays found
         replaced = await self.store.replace_many(ns, memories)
-        if not replaced:
+        late = {r.id: r for r in replaced if r.id not in leaving}
+        if late:  # archived meanwhile (its archival committed before the swap)
+            try:
+                await self.archiver.hand_on_summaries(ns, late)
+            except Exception as e:
+                log.warning("summaries of %d replaced records not handed on: %s", len(late), e)
+        if not replaced and not attempts:
             return
-        again = await self.store.get_archives(ns, [r.id for r in replaced])
+        again = await self.store.get_archives(ns, ids)
+        for memory_id, state in attempts.items():
+            kept = again[memory_id].checksum if memory_id in again else None
+            await self.archiver.discard(ns, memory_id, [c for c in state.written if c != kept])
         for record in replaced:
             if record.id in again and again[record.id].checksum == record.checksum:
                 continue

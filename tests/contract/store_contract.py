@@ -1559,6 +1559,21 @@ class MemoryStoreContract:
         await store.clear(namespace)
         assert await store.archival_states(namespace) == {}
 
+    async def test_replace_many_ends_the_archivals_of_the_replaced_memories(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        """An archival drafted from the old value must not commit over the new one: the
+        replaced memory's journal row goes with its old value (the caller read its noted
+        originals before, and deletes them after)."""
+        await self.put(store, namespace, self.memory("a", tier=Tier.COLD), self.memory("b"))
+        await self.claim(store, namespace, "p1", "a", "b")
+        await store.note_archival(namespace, "p1", {"a": "2" * 64})
+        await store.replace_many(namespace, [self.memory("a", content="the new value")])
+        assert set(await store.archival_states(namespace)) == {"b"}
+        record = self.record("a", namespace)
+        assert await store.archive_many(namespace, [record], claimant="p1") == 0
+        assert (await store.get_many(namespace, ["a"]))["a"].content == "the new value"
+
     async def test_transaction_rolls_back_on_exception(
         self, store: MemoryStore, namespace: str
     ) -> None:

@@ -59,6 +59,7 @@ class Modelled(WeaviateMemoryStore):
             self.active_name: set(),
             self.cold_name: set(),
             self.archive_name: set(),
+            self.archival_name: set(),
         }
         self.log: list[tuple[str, str, list[str]]] = []
         self.recorded = dimension
@@ -105,12 +106,14 @@ async def test_a_replace_writes_the_new_object_first_then_drops_the_other_copy()
     assert await store.replace_many(NS, [memory("a"), memory("b")]) == []
     assert store.log == [
         ("write", store.active_name, ["a", "b"]),
+        ("delete", store.archival_name, ["a", "b"]),
         ("delete", store.cold_name, ["a", "b"]),
     ]
     assert store.held == {
         store.active_name: {"a", "b"},
         store.cold_name: set(),
         store.archive_name: set(),
+        store.archival_name: set(),
     }
 
 
@@ -121,8 +124,24 @@ async def test_replacing_an_archived_memory_drops_its_record_last() -> None:
     assert [r.id for r in replaced] == ["a"]
     assert store.log == [
         ("write", store.cold_name, ["a"]),
+        ("delete", store.archival_name, ["a"]),
         ("delete", store.active_name, ["a"]),
         ("delete", store.archive_name, ["a"]),  # until here "a" reads as archived: old value
+    ]
+
+
+async def test_a_replace_ends_the_archivals_of_the_replaced_memories() -> None:
+    """An archival drafted from the old value must not commit over the new one: its
+    claim (the journal row) goes as soon as the new value is written, before the old
+    copies do, as the SQLite store's trigger deletes it with the old row."""
+    store = Modelled()
+    store.held[store.cold_name].update({"a", "b"})
+    store.held[store.archival_name].update({"a", "c"})
+    await store.replace_many(NS, [memory("a", tier=Tier.COLD)])
+    assert store.held[store.archival_name] == {"c"}
+    assert store.log[:2] == [
+        ("write", store.cold_name, ["a"]),
+        ("delete", store.archival_name, ["a"]),
     ]
 
 

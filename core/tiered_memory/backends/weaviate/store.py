@@ -833,7 +833,12 @@ class WeaviateMemoryStore:
         replaced in place, and one Weaviate rejects leaves the old one), then the copies
         in the other live collection and the archive records go. Until the archive
         record goes, an id that was archived reads as archived, its old value; a
-        rerun finishes the replace."""
+        rerun finishes the replace.
+
+        The journal rows of the replaced memories go right after the new objects are
+        written (as the SQLite trigger deletes them with the old rows): an archival
+        drafted from the old value loses its claim and cannot commit it over the new
+        one. Their noted originals are the caller's to delete (`Writer._replace`)."""
         if not memories:
             return []
         self._check_live(memories)
@@ -843,6 +848,7 @@ class WeaviateMemoryStore:
         await self._check_dimension([m.embedding for m in memories])
         archived = await self.get_archives(namespace, [m.id for m in memories])
         await self._write_live(namespace, memories)
+        await self._delete(self.archival_name, namespace, _unique([m.id for m in memories]))
         stale: dict[str, list[str]] = {}
         for m in memories:
             other = self.cold_name if m.tier in ACTIVE_TIERS else self.active_name
