@@ -17,7 +17,7 @@ from tiered_memory.backends.sqlite import sweep as sqlite_sweep
 from tiered_memory.backends.sqlite import tier_rows, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
-from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
+from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, MemoryType, Tier
 from tiered_memory.plans import search_plan
 from tiered_memory.policy import FusionWeights, Policy
 from tiered_memory.ports import ScanQuery
@@ -533,3 +533,41 @@ async def test_the_pinned_scan_of_every_recall_walks_the_pinned_index(tmp_path: 
                 assert any("memories_pinned" in str(tuple(row)) for row in plan), plan
     finally:
         await store.close()
+
+
+async def test_the_namespaces_a_sweep_visits_are_found_by_seeks(store: SQLiteMemoryStore) -> None:
+    """Every namespace with memories or only archive records, found with a few index
+    seeks each (SQLite instructions counted), not by reading every memory's key."""
+    for ns in ("a", "c"):
+        await store.put_many(ns, [m.model_copy(update={"namespace": ns}) for m in memories(300)])
+    await store.put_many("b", [m.model_copy(update={"namespace": "b"}) for m in memories(1)])
+    record = ArchiveRecord(
+        id="m000",
+        namespace="b",
+        summary="archived",
+        memory_type=MemoryType.FACTUAL,
+        importance=0.2,
+        source="test",
+        storage_ref="file:///archive/m000.json",
+        size_bytes=1,
+        checksum="0" * 64,
+        storage_verified=True,
+        created_at=T0,
+        archived_at=T0,
+        archive_reason="test",
+    )
+    assert await store.archive_many("b", [record]) == 1
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    with store.database.read() as conn:
+        conn.set_progress_handler(count, 1)
+    try:
+        assert await store.namespaces() == ["a", "b", "c"]
+    finally:
+        with store.database.read() as conn:
+            conn.set_progress_handler(None, 1)
+    assert steps[0] < 600  # reading the 600 keys of "a" and "c" takes several per key
