@@ -82,6 +82,29 @@ async def _held_before_commit(
     return task, arrived, go
 
 
+def _archival_commits_inside(
+    amem: AsyncTieredMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    archival: asyncio.Task[int],
+    go: asyncio.Event,
+    *,
+    fail: bool = False,
+) -> None:
+    """The store's `method` lets the held archival commit first, then runs, or fails as
+    a store that went away would."""
+    original = getattr(amem.store, method)
+
+    async def archival_first(namespace: str, items: Sequence[Any]) -> Any:
+        go.set()
+        assert await archival == 1  # the archival commits first
+        if fail:
+            raise BackendUnavailableError(f"the store went away mid-{method}")
+        return await original(namespace, items)
+
+    monkeypatch.setattr(amem.store, method, archival_first)
+
+
 async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_original(
     amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,13 +114,7 @@ async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_origin
     leftover of an unfinished archival)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-
-    async def commit_then_fail(namespace: str, memories: Sequence[object]) -> object:
-        go.set()
-        assert await archival == 1  # the archival commits first
-        raise BackendUnavailableError("the store went away mid-replace")
-
-    monkeypatch.setattr(amem.store, "replace_many", commit_then_fail)
+    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go, fail=True)
     with pytest.raises(BackendUnavailableError):
         await amem.upsert(NEW, id="car", namespace=NS)
     assert (await amem.get("car", namespace=NS)).tier is Tier.ARCHIVED  # type: ignore[union-attr]
@@ -111,14 +128,7 @@ async def test_a_replace_after_an_archival_committed_mid_replace_leaves_nothing_
     original the archival wrote goes with the record it replaced."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    replace_many = amem.store.replace_many
-
-    async def commit_then_replace(namespace: str, memories: Sequence[Any]) -> object:
-        go.set()
-        assert await archival == 1
-        return await replace_many(namespace, memories)
-
-    monkeypatch.setattr(amem.store, "replace_many", commit_then_replace)
+    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go)
     await amem.upsert(NEW, id="car", namespace=NS)
     live = await amem.get("car", namespace=NS)
     assert live is not None
@@ -274,14 +284,7 @@ async def test_a_hard_delete_racing_an_archival_deletes_the_memory_and_its_origi
     leaving an archived memory without its original)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    delete_many = amem.store.delete_many
-
-    async def commit_then_delete(namespace: str, ids: Sequence[str]) -> int:
-        go.set()
-        assert await archival == 1
-        return await delete_many(namespace, ids)
-
-    monkeypatch.setattr(amem.store, "delete_many", commit_then_delete)
+    _archival_commits_inside(amem, monkeypatch, "delete_many", archival, go)
     await amem.forget("car", namespace=NS, hard=True)
     assert await amem.get("car", namespace=NS) is None
     assert await amem.store.get_archives(NS, ["car"]) == {}
