@@ -82,6 +82,13 @@ async def _held_before_commit(
     return task, arrived, go
 
 
+async def _live_with_the_new_value(amem: AsyncTieredMemory) -> None:
+    live = await amem.get("car", namespace=NS)
+    assert live is not None
+    assert live.content == NEW
+    assert live.tier is not Tier.ARCHIVED
+
+
 def _archival_commits_inside(
     amem: AsyncTieredMemory,
     monkeypatch: pytest.MonkeyPatch,
@@ -130,10 +137,7 @@ async def test_a_replace_after_an_archival_committed_mid_replace_leaves_nothing_
     archival, _, go = await _held_before_commit(amem, "car")
     _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go)
     await amem.upsert(NEW, id="car", namespace=NS)
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await amem.store.get_archives(NS, ["car"]) == {}
     assert await _keys(amem) == []
 
@@ -149,10 +153,7 @@ async def test_a_replace_before_an_archival_commits_wins_and_the_archival_aborts
     await amem.upsert(NEW, id="car", namespace=NS)
     go.set()
     assert await archival == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await amem.store.archival_states(NS, ["car"]) == {}
     assert await _keys(amem) == []
     assert await amem.archive(["car"], namespace=NS) == 1  # a later archival: the new value
@@ -190,10 +191,7 @@ async def test_an_archival_whose_claim_outlived_a_replace_does_not_commit_the_ol
     await amem.upsert(NEW, id="car", namespace=NS)
     go.set()
     assert await archival == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await _keys(amem) == []
 
 
@@ -201,10 +199,7 @@ async def test_a_replace_while_the_archival_drafts_wins(amem: AsyncTieredMemory)
     await amem.add(OLD, namespace=NS, id="car")
     amem.archiver.summarizer = Meanwhile(lambda: amem.upsert(NEW, id="car", namespace=NS))
     assert await amem.archive(["car"], namespace=NS) == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await _keys(amem) == []
 
 
