@@ -31,6 +31,7 @@ from tiered_memory import (
     ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
+    Memory,
     Policy,
     Tier,
 )
@@ -203,20 +204,29 @@ async def test_a_replace_while_the_archival_drafts_wins(amem: AsyncTieredMemory)
     assert await _keys(amem) == []
 
 
+async def _changed_while_drafted(
+    amem: AsyncTieredMemory, change: Callable[[], Awaitable[object]]
+) -> Memory:
+    """Archive a memory while `change` lands during its draft: nothing commits, the
+    memory stays live, and the aborted attempt's original is gone. Returns it."""
+    await amem.add(OLD, namespace=NS, id="car")
+    amem.archiver.summarizer = Meanwhile(change)
+    assert await amem.archive(["car"], namespace=NS) == 0
+    live = await amem.get("car", namespace=NS)
+    assert live is not None
+    assert live.tier is not Tier.ARCHIVED
+    assert await _keys(amem) == []
+    return live
+
+
 async def test_a_forget_between_the_draft_and_the_commit_is_not_lost(
     amem: AsyncTieredMemory,
 ) -> None:
     """The archival drafted the memory before the forget: committing that draft would
     archive it as not forgotten (record and original), so it does not commit; the
     memory stays live and forgotten, and the next archival carries the forget."""
-    await amem.add(OLD, namespace=NS, id="car")
-    amem.archiver.summarizer = Meanwhile(lambda: amem.forget("car", namespace=NS))
-    assert await amem.archive(["car"], namespace=NS) == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
+    live = await _changed_while_drafted(amem, lambda: amem.forget("car", namespace=NS))
     assert live.do_not_inject
-    assert live.tier is not Tier.ARCHIVED
-    assert await _keys(amem) == []  # the aborted attempt's original is gone
 
     assert await amem.archive(["car"], namespace=NS) == 1
     (record,) = (await amem.store.get_archives(NS, ["car"])).values()
@@ -233,14 +243,8 @@ async def test_a_pin_between_the_draft_and_the_commit_keeps_the_memory_live(
 ) -> None:
     """A pinned memory is never archived; one pinned while its archival drafts is not
     either."""
-    await amem.add(OLD, namespace=NS, id="car")
-    amem.archiver.summarizer = Meanwhile(lambda: amem.pin("car", namespace=NS))
-    assert await amem.archive(["car"], namespace=NS) == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
+    live = await _changed_while_drafted(amem, lambda: amem.pin("car", namespace=NS))
     assert live.pinned
-    assert live.tier is not Tier.ARCHIVED
-    assert await _keys(amem) == []
 
 
 async def test_a_forget_during_a_sweep_is_not_lost_and_not_a_failure(
