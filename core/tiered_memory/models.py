@@ -7,7 +7,8 @@ input is rejected at the boundary, before anything is written.
 from __future__ import annotations
 
 import math
-import uuid
+import os
+import time
 from datetime import date, datetime, timezone
 from enum import Enum
 from typing import Any, TypeVar
@@ -61,7 +62,22 @@ class MemoryType(str, Enum):
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A UUIDv7 (RFC 9562) in hex: 48 bits of Unix milliseconds, then 74 random bits.
+
+    Time-ordered, so the memories of one batch sort together: each insert lands on the
+    last pages of the indexes keyed by id instead of a random page each. At 1M memories
+    a batch of 500 dirtied ~1,000 pages of those indexes with random (v4) ids, a few with
+    these (`benchmarks/README.md`). Ids stay unguessable (74 random bits) and keep the
+    shape of a v4 hex id.
+    """
+    millis = time.time_ns() // 1_000_000
+    bits = (millis & _MILLIS_MASK) << 80 | int.from_bytes(os.urandom(10), "big")
+    bits = bits & ~(0xF << 76) | 0x7 << 76  # version 7
+    bits = bits & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
+    return f"{bits:032x}"
+
+
+_MILLIS_MASK = (1 << 48) - 1
 
 
 def utc(dt: datetime) -> datetime:

@@ -428,13 +428,17 @@ class TestLexicalPruning:
             await other.close()
             await store.close()
 
-    async def test_ties_across_a_batch_boundary_order_by_id(self, store: SQLiteMemoryStore) -> None:
-        """Equal BM25 scores come back by id, even when they span the rows fetched at once."""
+    async def test_ties_across_a_batch_boundary_come_newest_first(
+        self, store: SQLiteMemoryStore
+    ) -> None:
+        """Equal BM25 scores come back newest first (not by id: these ids sort the other
+        way), even when they span the rows fetched at once."""
         texts = {f"t{i:02d}": "same words here" for i in range(40)}
-        await store.put_many("ns", [memory(i, [1.0, 0.0], content=t) for i, t in texts.items()])
+        for i, t in texts.items():  # one write each: the order they were remembered in
+            await store.put_many("ns", [memory(i, [1.0, 0.0], content=t)])
         await store.put_many("ns", [memory("z", [1.0, 0.0], content="same words")])
         hits = await store.lexical_search("ns", "same words here", tiers=LIVE_TIERS, k=35)
-        assert [h.memory.id for h in hits] == sorted(texts)[:35]
+        assert [h.memory.id for h in hits] == list(reversed(texts))[:35]
 
     async def test_filters_apply_before_k(self, store: SQLiteMemoryStore) -> None:
         texts = {f"a{i:02d}": "apple apple pie" for i in range(40)}

@@ -39,7 +39,10 @@ _NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
 
 
 def _best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+    """Best score first; equal scores newest first (higher pk: inserted later), the
+    recency prior a memory wants when the words cannot tell two texts apart (ids made
+    by `new_id` are time-ordered too, but a caller's own ids need not be)."""
+    return sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
 
 
 class LexicalSearch:
@@ -102,7 +105,7 @@ class LexicalSearch:
                 for pk, score in scored[: passing.upto]
                 if (row := passing.rows.get(pk)) is not None and row[0] in wanted
             ]
-            found.sort(key=lambda hit: (-hit[0], hit[2]))
+            found.sort(key=lambda hit: (-hit[0], -hit[1]))
             best = found[:k]
             rows = {
                 row["pk"]: row
