@@ -76,6 +76,7 @@ def _rewrite_as_version(path: Path, version: int) -> None:
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
         for table in (
             "lexicon_postings",
+            "lexicon_middle",
             "lexicon_recent",
             "lexicon_documents",
             "lexicon_namespaces",
@@ -101,7 +102,8 @@ def _index(conn: sqlite3.Connection) -> tuple[list[tuple[object, ...]], ...]:
         conn.execute("SELECT pk, length FROM lexicon_documents ORDER BY 1").fetchall(),
         conn.execute(
             "SELECT n.namespace, p.term, p.pk, p.tf FROM "
-            "(SELECT * FROM lexicon_postings UNION ALL SELECT * FROM lexicon_recent) AS p "
+            "(SELECT * FROM lexicon_postings UNION ALL SELECT * FROM lexicon_middle "
+            "UNION ALL SELECT * FROM lexicon_recent) AS p "
             "JOIN lexicon_namespaces AS n ON n.id = p.ns ORDER BY 1, 2, 3"
         ).fetchall(),
     )
@@ -167,7 +169,7 @@ async def test_an_index_of_another_tokenizer_version_is_rebuilt(tmp_path: Path) 
         conn.execute(
             "UPDATE meta SET value = 'snowball-english-0.1' WHERE key = 'lexicon_tokenizer'"
         )
-        for table in ("lexicon_postings", "lexicon_recent"):  # stems of another version
+        for table in ("lexicon_postings", "lexicon_middle", "lexicon_recent"):  # another version
             conn.execute(f"UPDATE {table} SET term = term || 'x'")
     store = await SQLiteMemoryStore.open(path)
     try:
@@ -198,8 +200,9 @@ def test_the_triggers_keep_the_index_a_rebuild_would_build(
 ) -> None:
     async def run(folder: Path) -> None:
         store = await SQLiteMemoryStore.open(folder / "memory.db")
-        merge_at = sqlite_lexicon.MERGE_POSTINGS
-        sqlite_lexicon.MERGE_POSTINGS = 7  # postings in both trees, and merges between
+        limits = sqlite_lexicon.RECENT_POSTINGS, sqlite_lexicon.MIDDLE_POSTINGS
+        # postings in all three trees, and moves between them
+        sqlite_lexicon.RECENT_POSTINGS, sqlite_lexicon.MIDDLE_POSTINGS = 3, 7
         try:
             for op, ns, n, text in ops:
                 memory_id = f"m{n}"
@@ -225,7 +228,7 @@ def test_the_triggers_keep_the_index_a_rebuild_would_build(
                     await store.archive_many(ns, [record])
             _kept_equals_rebuilt(store)
         finally:
-            sqlite_lexicon.MERGE_POSTINGS = merge_at
+            sqlite_lexicon.RECENT_POSTINGS, sqlite_lexicon.MIDDLE_POSTINGS = limits
             await store.close()
 
     with tempfile.TemporaryDirectory() as folder:
@@ -361,6 +364,7 @@ def _rewrite_as_schema_5(path: Path) -> None:
         for name in ("queue", "unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
         conn.execute("DROP TABLE lexicon_recent")
+        conn.execute("DROP TABLE lexicon_middle")
         for statement in _schema_5_triggers():
             conn.execute(statement)
         conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
@@ -385,7 +389,7 @@ async def test_a_schema_5_file_gets_the_batch_write_path(tmp_path: Path) -> None
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         assert {"memories_lexicon_queue", "memories_lexicon_unindex"} <= triggers
         assert not triggers & {"memories_lexicon_insert", "memories_lexicon_delete"}
-        assert meta["schema_version"] == str(SCHEMA_VERSION) == "6"
+        assert meta["schema_version"] == str(SCHEMA_VERSION) == "7"
         for ns in TEXTS:
             for query in ("vault code", "the codes", "piano garden"):
                 assert await _search(migrated, ns, query) == await _search(reference, ns, query)
@@ -446,22 +450,28 @@ async def test_a_row_inserted_another_way_is_indexed_before_it_commits(tmp_path:
 async def test_recent_postings_are_merged_into_the_big_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past MERGE_POSTINGS, the recent postings move into `lexicon_postings`; scores
-    and the index are the same as without a merge."""
+    """Past RECENT_POSTINGS, the recent postings move into `lexicon_middle`, and past
+    MIDDLE_POSTINGS those into `lexicon_postings`; scores and the index are the same as
+    without a move."""
     merged, kept = tmp_path / "merged.db", tmp_path / "kept.db"
     await _fill(kept)
-    monkeypatch.setattr(sqlite_lexicon, "MERGE_POSTINGS", 5)
+    monkeypatch.setattr(sqlite_lexicon, "RECENT_POSTINGS", 2)
+    monkeypatch.setattr(sqlite_lexicon, "MIDDLE_POSTINGS", 5)
     await _fill(merged)
     store = await SQLiteMemoryStore.open(merged)
     reference = await SQLiteMemoryStore.open(kept)
     try:
         with store.database.read() as conn:
-            recent = conn.execute("SELECT count(*) FROM lexicon_recent").fetchone()[0]
-            big = conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0]
-        assert recent < 5
-        assert big > 0
+            count = {
+                table: conn.execute(f"SELECT count(*) FROM lexicon_{table}").fetchone()[0]
+                for table in ("recent", "middle", "postings")
+            }
+        assert count["recent"] < 2
+        assert count["middle"] < 5
+        assert count["postings"] > 0
         with reference.database.read() as conn:
             assert conn.execute("SELECT count(*) FROM lexicon_postings").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM lexicon_middle").fetchone()[0] == 0
         for ns in TEXTS:
             for query in ("vault code", "the codes", "piano garden"):
                 assert await _search(store, ns, query) == await _search(reference, ns, query)
@@ -473,3 +483,48 @@ async def test_recent_postings_are_merged_into_the_big_tree(
     finally:
         await store.close()
         await reference.close()
+
+
+def _rewrite_as_schema_6(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file as schema 6 left it: two postings trees, triggers that name both."""
+    conn = sqlite3.connect(path)
+    try:
+        sqlite_lexicon.register_functions(conn)
+        sqlite_lexicon.merge(conn)
+        conn.execute("DROP TABLE lexicon_middle")
+        with monkeypatch.context() as patch:
+            patch.setattr(sqlite_lexicon, "_POSTINGS", ("lexicon_postings", "lexicon_recent"))
+            delete = sqlite_lexicon._unindex("old")
+            update = [*sqlite_lexicon._unindex("old"), *sqlite_lexicon._index("new")]
+        for name, event, body in (
+            ("unindex", "DELETE", delete),
+            ("reindex", "UPDATE OF content, namespace", update),
+        ):
+            conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
+            conn.execute(sqlite_lexicon._trigger(f"memories_lexicon_{name}", event, body))
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_a_schema_6_file_deletes_postings_from_every_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened by this library, a schema-6 file gets the middle tree, and the triggers
+    that delete or re-index a memory find its postings there too."""
+    path = tmp_path / "memory.db"
+    await _fill(path)
+    _rewrite_as_schema_6(path, monkeypatch)
+    monkeypatch.setattr(sqlite_lexicon, "RECENT_POSTINGS", 1)  # every batch moves on
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        await store.put_many("a", [_memory("a8", "a vault of codes"), _memory("a9", "piano")])
+        with store.database.read() as conn:
+            assert conn.execute("SELECT count(*) FROM lexicon_middle").fetchone()[0] > 0
+        await store.delete_many("a", ["a8"])
+        await store.replace_many("a", [_memory("a9", "a garden")])
+        _kept_equals_rebuilt(store)
+        assert "a8" not in {i for i, _ in await _search(store, "a", "codes")}
+    finally:
+        await store.close()

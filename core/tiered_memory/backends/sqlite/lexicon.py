@@ -6,15 +6,19 @@ so one tenant's writes moved another's lexical scores, and a tenant could learn
 whether a word occurs in anyone else's memories (issue 16). Here every row is keyed
 by namespace, and a search reads its own namespace's rows only:
 
-- `lexicon_postings` and `lexicon_recent`: one row per (namespace, term, memory) with
-  the term's frequency there, in one of the two; scoring a term, or counting its
-  documents, is one range of each primary key. New postings go to the small
-  `lexicon_recent`, which is moved into `lexicon_postings` in one sorted pass once it
-  holds `MERGE_POSTINGS` rows (`merge`). A batch's ~25 postings a memory land on
-  thousands of distinct terms, one leaf page each: in the big tree every batch of
-  1,000 dirtied ~6,000 pages (24 MB of WAL, 0.35 ms a memory at 100k memories); in
-  the small one they share its few pages, and the merge writes each page of the big
-  tree once for many batches.
+- `lexicon_recent`, `lexicon_middle` and `lexicon_postings`: one row per (namespace,
+  term, memory) with the term's frequency there, in one of the three; scoring a term,
+  or counting its documents, is one range of each primary key. A batch's ~25 postings
+  a memory land on thousands of distinct terms, one leaf page each: in the big tree
+  every batch of 1,000 dirtied ~6,000 pages (24 MB of WAL, 0.35 ms a memory at 100k
+  memories). So new postings go to the small `lexicon_recent`, whose few pages a batch
+  shares; past `RECENT_POSTINGS` one sorted pass moves them into `lexicon_middle`, and
+  past `MIDDLE_POSTINGS` that moves into `lexicon_postings` (`_move`): each pass writes
+  each page it touches once for many batches. Two levels were not enough: a recent
+  tree big enough to spare the big one (1M postings, ~3,600 pages) had most of its
+  pages dirtied by every batch (~2,400 of a batch of 500's ~4,300 pages at 1M
+  memories). The levels are those of a log-structured merge tree, kept as B-trees so a
+  term stays one range per level.
 - `lexicon_documents`: each memory's length in terms.
 - `lexicon_namespaces`: documents and terms per namespace (BM25's N and avgdl).
 
@@ -58,14 +62,20 @@ TERMS_FUNCTION = "tm_terms"
 LENGTH_FUNCTION = "tm_length"
 QUEUE_FUNCTION = "tm_queue"
 
-# Postings `lexicon_recent` may hold before `merge` moves them into `lexicon_postings`
-# (~40k memories of ~25 terms). Bigger: rarer merges, each writing a larger share of
-# the big tree's pages once, but more pages of the small tree dirtied per batch.
-MERGE_POSTINGS = 1_000_000
-_RECENT_KEY = "lexicon_recent_postings"  # in `meta`: postings written there since the merge
+# Postings a smaller tree may hold before `_move` empties it into the next one. Bigger:
+# rarer moves, each writing a larger share of the next tree's pages once, but more pages
+# of this tree dirtied per batch. ~2k and ~40k memories of ~25 terms.
+RECENT_POSTINGS = 50_000  # lexicon_recent -> lexicon_middle
+MIDDLE_POSTINGS = 1_000_000  # lexicon_middle -> lexicon_postings
+# in `meta`: the postings each smaller tree holds (counted up by writes; deletes do not
+# count down, so a move may come a little early, never late)
+_COUNT_KEYS = {
+    "lexicon_recent": "lexicon_recent_postings",
+    "lexicon_middle": "lexicon_middle_postings",
+}
 
 _NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
-_POSTINGS = ("lexicon_postings", "lexicon_recent")
+_POSTINGS = ("lexicon_postings", "lexicon_middle", "lexicon_recent")
 
 
 def _index(row: str) -> list[str]:
@@ -131,13 +141,26 @@ SCHEMA = [
     "DROP TRIGGER IF EXISTS memories_lexicon_delete",
     "DROP TRIGGER IF EXISTS memories_lexicon_update",
     _trigger("memories_lexicon_queue", "INSERT", [f"SELECT {QUEUE_FUNCTION}(new.pk)"]),
-    _trigger("memories_lexicon_unindex", "DELETE", _unindex("old")),
-    _trigger(
-        "memories_lexicon_reindex",
+]
+# The triggers that name every postings tree: created with the tables, and created
+# again by `replace_triggers` when a file of schema 6 (two trees) is opened.
+_TREE_TRIGGERS = {
+    "memories_lexicon_unindex": ("DELETE", _unindex("old")),
+    "memories_lexicon_reindex": (
         "UPDATE OF content, namespace",
         [*_unindex("old"), *_index("new")],
     ),
-]
+}
+SCHEMA += [_trigger(name, event, body) for name, (event, body) in _TREE_TRIGGERS.items()]
+
+
+def replace_triggers(conn: sqlite3.Connection) -> None:
+    """Create the triggers that delete a memory's postings again, naming every tree
+    (a file of schema 6 has them for two; `CREATE IF NOT EXISTS` keeps old ones)."""
+    for name, (event, body) in _TREE_TRIGGERS.items():
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        conn.execute(_trigger(name, event, body))
+
 
 # The FTS5 index of schema 3 and earlier, whose statistics spanned every namespace.
 DROP_FTS = [
@@ -267,30 +290,50 @@ def index_queued(conn: sqlite3.Connection, queue: IndexQueue) -> int:
 
 
 def _note_recent(conn: sqlite3.Connection, added: int) -> None:
-    """Count the postings written to `lexicon_recent`; merge once there are enough.
-    (Deletes do not count down: a merge may come a little early, never late.)"""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_RECENT_KEY,)).fetchone()
-    recent = added + (0 if row is None else int(row[0]))
-    if recent >= MERGE_POSTINGS:
-        merge(conn)
+    """Count the postings written to `lexicon_recent`; move each smaller tree into the
+    next once it holds enough."""
+    recent = _count(conn, "lexicon_recent") + added
+    if recent < RECENT_POSTINGS:
+        _set_count(conn, "lexicon_recent", recent)
         return
+    middle = _count(conn, "lexicon_middle") + _move(conn, "lexicon_recent", "lexicon_middle")
+    if middle < MIDDLE_POSTINGS:
+        _set_count(conn, "lexicon_middle", middle)
+        return
+    _move(conn, "lexicon_middle", "lexicon_postings")
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_COUNT_KEYS[table],)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _set_count(conn: sqlite3.Connection, table: str, count: int) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (_RECENT_KEY, str(recent)),
+        (_COUNT_KEYS[table], str(count)),
     )
 
 
-def merge(conn: sqlite3.Connection) -> int:
-    """Move every posting of `lexicon_recent` into `lexicon_postings` (in key order:
-    each page of the big tree is written once); returns how many moved."""
+def _move(conn: sqlite3.Connection, source: str, target: str) -> int:
+    """Move every posting of `source` into `target`, in key order (each page of the
+    target is written once); returns how many moved."""
     moved = conn.execute(
-        "INSERT INTO lexicon_postings (ns, term, pk, tf) "
-        "SELECT ns, term, pk, tf FROM lexicon_recent ORDER BY ns, term, pk"
+        f"INSERT INTO {target} (ns, term, pk, tf) "
+        f"SELECT ns, term, pk, tf FROM {source} ORDER BY ns, term, pk"
     ).rowcount
-    conn.execute("DELETE FROM lexicon_recent")
-    conn.execute("DELETE FROM meta WHERE key = ?", (_RECENT_KEY,))
+    conn.execute(f"DELETE FROM {source}")
+    conn.execute("DELETE FROM meta WHERE key = ?", (_COUNT_KEYS[source],))
     return int(moved)
+
+
+def merge(conn: sqlite3.Connection) -> int:
+    """Move every posting of the smaller trees into `lexicon_postings`; returns how
+    many moved."""
+    return _move(conn, "lexicon_recent", "lexicon_postings") + _move(
+        conn, "lexicon_middle", "lexicon_postings"
+    )
 
 
 def rebuild(conn: sqlite3.Connection) -> int:
@@ -298,9 +341,10 @@ def rebuild(conn: sqlite3.Connection) -> int:
 
     Runs in the caller's transaction, so a crash keeps the old index whole.
     """
-    conn.execute("DELETE FROM lexicon_postings")
-    conn.execute("DELETE FROM lexicon_recent")
-    conn.execute("DELETE FROM meta WHERE key = ?", (_RECENT_KEY,))
+    for table in _POSTINGS:
+        conn.execute(f"DELETE FROM {table}")
+    for key in _COUNT_KEYS.values():
+        conn.execute("DELETE FROM meta WHERE key = ?", (key,))
     conn.execute("DELETE FROM lexicon_documents")
     conn.execute("DELETE FROM lexicon_namespaces")
     conn.execute(
@@ -349,6 +393,13 @@ def namespace_id(conn: sqlite3.Connection, namespace: str) -> tuple[int, int, in
     return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
 
+# A term's documents in every tree, each count stopped at :limit (-1: none).
+_FREQUENCY = "SELECT " + " + ".join(
+    f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE ns = :ns AND term = :term LIMIT :limit))"
+    for table in _POSTINGS
+)
+
+
 def statistics(
     conn: sqlite3.Connection, namespace: str, terms: Sequence[str], *, cap: int | None = None
 ) -> tuple[int | None, LexicalStatistics]:
@@ -365,13 +416,7 @@ def statistics(
     frequencies: dict[str, int] = {}
     for term in terms:
         count = int(
-            conn.execute(
-                "SELECT (SELECT count(*) FROM (SELECT 1 FROM lexicon_postings "
-                "WHERE ns = :ns AND term = :term LIMIT :limit)) + "
-                "(SELECT count(*) FROM (SELECT 1 FROM lexicon_recent "
-                "WHERE ns = :ns AND term = :term LIMIT :limit))",
-                {"ns": ns, "term": term, "limit": limit},
-            ).fetchone()[0]
+            conn.execute(_FREQUENCY, {"ns": ns, "term": term, "limit": limit}).fetchone()[0]
         )
         frequencies[term] = count if cap is None else min(count, cap + 1)
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)

@@ -19,6 +19,10 @@ Versions:
    a memory's length from `lexicon_documents`. The schema-5 triggers are replaced when
    opened (`lexicon.SCHEMA`); the index itself stays as it is. A library of schema 5
    would index through its own insert trigger as well, so it must refuse the file.
+7. the postings in three trees (`lexicon_middle` between the recent and the big one).
+   The tables are created when opened; the triggers that delete a memory's postings
+   are created again to name all three (`lexicon.replace_triggers`). A library of
+   schema 6 would neither read nor delete the middle tree's postings.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from tiered_memory.models import ArchiveRecord
 from . import lexicon, schema, tier_rows
 from .archive_rows import FLAGS_UNKNOWN, UPSERT, archive_row
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Columns added to the archive table after it was first laid out (NULL in the rows
 # before), with schema version 4: `add_columns` adds them to older files, by presence,
@@ -61,6 +65,8 @@ def upgrade(conn: sqlite3.Connection, path: str) -> None:
         if row is not None and int(row[0]) < 3:
             migrate_v2(conn)
         add_columns(conn)  # by presence: also a version-4 file written before them
+        if row is not None and int(row[0]) < 7:
+            lexicon.replace_triggers(conn)
         lexicon.ensure_current(conn)
         tier_rows.ensure(conn)
         if row is None or int(row[0]) < SCHEMA_VERSION:
