@@ -29,7 +29,16 @@ from tiered_memory.ports import SearchFilter
 
 from . import peers
 from .baselines import BruteForce, FlatIndex, LangChainFlat, LlamaIndexFlat
-from .common import RESULTS, Stopwatch, markdown_table, private_mb, rss_mb, status, write_json
+from .common import (
+    RESULTS,
+    Stopwatch,
+    markdown_table,
+    private_mb,
+    rss_mb,
+    status,
+    write_json,
+    written_bytes,
+)
 from .synthetic import DIM, Corpus, make_corpus
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -150,12 +159,15 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
 
             # -- dedup + autolink on, into the full store -----------------------------------
             on = Stopwatch()
+            written = written_bytes()
             for start in range(n, n + EXTRA, args.on_batch):
                 rows = range(start, min(n + EXTRA, start + args.on_batch))
                 items = _inputs(corpus, rows, types, importance)
                 with on.time():
                     await mem.add_many(items, namespace=NS, dedup=True, link=True)
             out["add_on_per_s"] = EXTRA / on.total
+            # includes what the checkpoints copy back, and any index save meanwhile
+            out["add_on_written_kb_per_memory"] = (written_bytes() - written) / EXTRA / 1024
             out["add_on_batch"] = args.on_batch
             total = n + EXTRA
 
@@ -443,7 +455,12 @@ def render(results: list[dict[str, Any]]) -> str:
     add_rows = []
     for r in results:
         o = r["ours"]
-        row: list[Any] = [f"{r['n']:,}", o["add_off_per_s"], o["add_on_per_s"]]
+        row: list[Any] = [
+            f"{r['n']:,}",
+            o["add_off_per_s"],
+            o["add_on_per_s"],
+            o.get("add_on_written_kb_per_memory", float("nan")),
+        ]
         names = {b["name"]: b for b in r["baselines"]}
         for cls in (BruteForce, LangChainFlat, LlamaIndexFlat):
             row.append(names[cls.name]["add_per_s"] if cls.name in names else float("nan"))
@@ -453,6 +470,7 @@ def render(results: list[dict[str, Any]]) -> str:
             "N",
             "add_many/s (dedup, link off)",
             f"add_many/s (dedup, link on; batch {results[0]['ours']['add_on_batch']})",
+            "KiB written per memory (dedup, link on)",
             "numpy add/s",
             "LangChain add/s",
             "LlamaIndex add/s",

@@ -1,15 +1,17 @@
 """The scale benchmark's memory figures: the pages of a memory-mapped file count in RSS
-but not in the process's private memory (the SQLite file is read through its map)."""
+but not in the process's private memory (the SQLite file is read through its map);
+bytes written are counted by the kernel."""
 
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks.common import private_mb, rss_mb
+from benchmarks.common import private_mb, rss_mb, written_bytes
 
 MB = 2**20
 
@@ -26,3 +28,14 @@ def test_mapped_file_pages_count_in_rss_not_in_private_memory(tmp_path: Path) ->
     assert rss - rss0 >= 48
     assert private - private0 < 16
     assert private <= rss
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel counts written bytes on Linux")
+def test_bytes_written_count_a_file_written_and_synced(tmp_path: Path) -> None:
+    """The add_many row's KiB per memory: what the process had written to storage."""
+    before = written_bytes()
+    with (tmp_path / "file").open("wb") as f:
+        f.write(b"\x02" * (4 * MB))
+        f.flush()
+        os.fsync(f.fileno())
+    assert written_bytes() - before >= 4 * MB
