@@ -19,6 +19,11 @@ Versions:
    a memory's length from `lexicon_documents`. The schema-5 triggers are replaced when
    opened (`lexicon.SCHEMA`); the index itself stays as it is. A library of schema 5
    would index through its own insert trigger as well, so it must refuse the file.
+
+Without a version of its own: the queue of originals to delete (`pending`,
+`schema.PENDING_ORIGINALS`), created in any file when opened. A library before it
+ignores the table and deletes originals as it always did; what it leaves queued is
+deleted by the next library that sweeps (deleting a missing original is no error).
 """
 
 from __future__ import annotations
