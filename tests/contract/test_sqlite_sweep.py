@@ -17,7 +17,7 @@ from tiered_memory.backends.sqlite import sweep as sqlite_sweep
 from tiered_memory.backends.sqlite import tier_rows, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
-from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
+from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, MemoryType, Tier
 from tiered_memory.plans import search_plan
 from tiered_memory.policy import FusionWeights, Policy
 from tiered_memory.ports import ScanQuery
@@ -27,6 +27,7 @@ from .tier_counts import kept_tier_counts
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "bulk"
 DIM = 8
+HOT_INDEX = "memories_hot_changed"  # the HOT tier's timestamp index (`schema`)
 
 
 def memories(n: int, seed: int = 0) -> list[Memory]:
@@ -214,8 +215,8 @@ async def test_a_bulk_expiry_moves_what_the_rule_moves_and_keeps_the_tier_index(
 async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The tier index rebuilt and the counts kept in bulk (both thresholds at 0): a
-    failure half-way leaves the rows, the index, the counts and the trigger."""
+    """The tier and HOT indexes rebuilt and the counts kept in bulk (both thresholds
+    at 0): a failure half-way leaves the rows, the indexes, the counts and the trigger."""
     monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", 0.0)
     monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", 0)
     await store.put_many(NS, [m.model_copy(update={"importance": 0.9}) for m in memories(20)])
@@ -230,8 +231,97 @@ async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
     assert len(await store.scan_ids(NS, ScanQuery(tiers=frozenset({Tier.HOT})))) == 20
     with store._db.read() as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert sqlite_sweep.TIER_INDEX in names
+    assert {sqlite_sweep.TIER_INDEX, HOT_INDEX} <= names
     assert _tier_counts(store) == {(NS, "hot"): 20}
+
+
+def _traced(store: SQLiteMemoryStore) -> list[str]:
+    """The statements the store's connection runs from now on (until `_untraced`)."""
+    statements: list[str] = []
+    with store.database.read() as conn:
+        conn.set_trace_callback(statements.append)
+    return statements
+
+
+def _untraced(store: SQLiteMemoryStore) -> None:
+    with store.database.read() as conn:
+        conn.set_trace_callback(None)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+async def test_a_bulk_expiry_reads_the_moved_ids_back_only_for_a_cached_partition(
+    store: SQLiteMemoryStore, cached: bool
+) -> None:
+    """The ids of the moved rows are only needed to keep a cached partition of the
+    namespace in step; with none cached (a namespace searched through its HNSW index)
+    the UPDATE returns nothing, and the counts are the rule's all the same."""
+    batch = [
+        m.model_copy(update={"importance": 0.9 if i % 3 else 0.1, "use_count": i % 2})
+        for i, m in enumerate(memories(60))
+    ]
+    await store.put_many(NS, batch)
+    query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    if cached:
+        await store.vector_search(NS, query, tiers=frozenset({Tier.HOT}), k=5)
+    now = T0 + timedelta(days=4)
+    facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
+    want = lifecycle.hot_expiry(facts, now, Policy())
+    bounds, to_floor = _expiry_bounds(now)
+    statements = _traced(store)
+    try:
+        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
+    finally:
+        _untraced(store)
+    assert (moves.to_warm, moves.to_cold, moves.through_warm) == (
+        len(want.to_warm),
+        len(want.to_cold),
+        len(want.through_warm),
+    )
+    updates = {s for s in statements if s.startswith("UPDATE memories SET tier = d.tier")}
+    (update,) = updates
+    assert ("RETURNING" in update) == cached
+    for tier in (Tier.WARM, Tier.COLD):
+        hits = await store.vector_search(NS, query, tiers=frozenset({tier}), k=8)
+        assert [h.memory.id for h in hits] == await brute_force(store, query, tier, 8)
+
+
+async def test_a_big_bulk_expiry_builds_the_hot_index_again(
+    store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving most of the file out of HOT drops the HOT tier's timestamp index and
+    builds it again (deleting its entries one by one cost more), inside the move's
+    transaction: after it, the index is the schema's and holds the rows still HOT."""
+    monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", 0.25)
+    batch = memories(40)
+    for i, m in enumerate(batch):
+        if i % 10 == 0:  # changed tier lately: not due
+            m.tier_changed_at = T0 + timedelta(days=3, hours=23)
+    await store.put_many(NS, batch)
+    now = T0 + timedelta(days=4)
+    bounds, to_floor = _expiry_bounds(now)
+    with store.database.read() as conn:
+        schema_sql = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (HOT_INDEX,)
+        ).fetchone()[0]
+    statements = _traced(store)
+    try:
+        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
+    finally:
+        _untraced(store)
+    assert moves.to_warm + moves.to_cold + moves.through_warm == 36
+    assert f"DROP INDEX {HOT_INDEX}" in statements
+    with store.database.read() as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (HOT_INDEX,))
+        entries = conn.execute(
+            f"SELECT count(*) FROM memories INDEXED BY {HOT_INDEX} "
+            "WHERE namespace = ? AND tier = 'hot' AND tier_changed_at > 0",
+            (NS,),
+        ).fetchone()[0]
+    assert sql[0] == schema_sql
+    assert entries == 4
+    query = ScanQuery(tiers=frozenset({Tier.HOT}), tier_changed_before=now, limit=100)
+    assert await store.scan_ids(NS, query) == [f"m{i:03d}" for i in range(0, 40, 10)]
 
 
 def _tier_counts(store: SQLiteMemoryStore) -> dict[tuple[str, str], int]:
@@ -443,3 +533,41 @@ async def test_the_pinned_scan_of_every_recall_walks_the_pinned_index(tmp_path: 
                 assert any("memories_pinned" in str(tuple(row)) for row in plan), plan
     finally:
         await store.close()
+
+
+async def test_the_namespaces_a_sweep_visits_are_found_by_seeks(store: SQLiteMemoryStore) -> None:
+    """Every namespace with memories or only archive records, found with a few index
+    seeks each (SQLite instructions counted), not by reading every memory's key."""
+    for ns in ("a", "c"):
+        await store.put_many(ns, [m.model_copy(update={"namespace": ns}) for m in memories(300)])
+    await store.put_many("b", [m.model_copy(update={"namespace": "b"}) for m in memories(1)])
+    record = ArchiveRecord(
+        id="m000",
+        namespace="b",
+        summary="archived",
+        memory_type=MemoryType.FACTUAL,
+        importance=0.2,
+        source="test",
+        storage_ref="file:///archive/m000.json",
+        size_bytes=1,
+        checksum="0" * 64,
+        storage_verified=True,
+        created_at=T0,
+        archived_at=T0,
+        archive_reason="test",
+    )
+    assert await store.archive_many("b", [record]) == 1
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    with store.database.read() as conn:
+        conn.set_progress_handler(count, 1)
+    try:
+        assert await store.namespaces() == ["a", "b", "c"]
+    finally:
+        with store.database.read() as conn:
+            conn.set_progress_handler(None, 1)
+    assert steps[0] < 600  # reading the 600 keys of "a" and "c" takes several per key

@@ -31,6 +31,7 @@ from tiered_memory import (
     ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
+    Memory,
     Policy,
     Tier,
 )
@@ -82,6 +83,36 @@ async def _held_before_commit(
     return task, arrived, go
 
 
+async def _live_with_the_new_value(amem: AsyncTieredMemory) -> None:
+    live = await amem.get("car", namespace=NS)
+    assert live is not None
+    assert live.content == NEW
+    assert live.tier is not Tier.ARCHIVED
+
+
+def _archival_commits_inside(
+    amem: AsyncTieredMemory,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    archival: asyncio.Task[int],
+    go: asyncio.Event,
+    *,
+    fail: bool = False,
+) -> None:
+    """The store's `method` lets the held archival commit first, then runs, or fails as
+    a store that went away would."""
+    original = getattr(amem.store, method)
+
+    async def archival_first(namespace: str, items: Sequence[Any]) -> Any:
+        go.set()
+        assert await archival == 1  # the archival commits first
+        if fail:
+            raise BackendUnavailableError(f"the store went away mid-{method}")
+        return await original(namespace, items)
+
+    monkeypatch.setattr(amem.store, method, archival_first)
+
+
 async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_original(
     amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,13 +122,7 @@ async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_origin
     leftover of an unfinished archival)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-
-    async def commit_then_fail(namespace: str, memories: Sequence[object]) -> object:
-        go.set()
-        assert await archival == 1  # the archival commits first
-        raise BackendUnavailableError("the store went away mid-replace")
-
-    monkeypatch.setattr(amem.store, "replace_many", commit_then_fail)
+    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go, fail=True)
     with pytest.raises(BackendUnavailableError):
         await amem.upsert(NEW, id="car", namespace=NS)
     assert (await amem.get("car", namespace=NS)).tier is Tier.ARCHIVED  # type: ignore[union-attr]
@@ -111,19 +136,9 @@ async def test_a_replace_after_an_archival_committed_mid_replace_leaves_nothing_
     original the archival wrote goes with the record it replaced."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    replace_many = amem.store.replace_many
-
-    async def commit_then_replace(namespace: str, memories: Sequence[Any]) -> object:
-        go.set()
-        assert await archival == 1
-        return await replace_many(namespace, memories)
-
-    monkeypatch.setattr(amem.store, "replace_many", commit_then_replace)
+    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go)
     await amem.upsert(NEW, id="car", namespace=NS)
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await amem.store.get_archives(NS, ["car"]) == {}
     assert await _keys(amem) == []
 
@@ -139,10 +154,7 @@ async def test_a_replace_before_an_archival_commits_wins_and_the_archival_aborts
     await amem.upsert(NEW, id="car", namespace=NS)
     go.set()
     assert await archival == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await amem.store.archival_states(NS, ["car"]) == {}
     assert await _keys(amem) == []
     assert await amem.archive(["car"], namespace=NS) == 1  # a later archival: the new value
@@ -180,10 +192,7 @@ async def test_an_archival_whose_claim_outlived_a_replace_does_not_commit_the_ol
     await amem.upsert(NEW, id="car", namespace=NS)
     go.set()
     assert await archival == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
-    assert live.content == NEW
-    assert live.tier is not Tier.ARCHIVED
+    await _live_with_the_new_value(amem)
     assert await _keys(amem) == []
 
 
@@ -191,11 +200,23 @@ async def test_a_replace_while_the_archival_drafts_wins(amem: AsyncTieredMemory)
     await amem.add(OLD, namespace=NS, id="car")
     amem.archiver.summarizer = Meanwhile(lambda: amem.upsert(NEW, id="car", namespace=NS))
     assert await amem.archive(["car"], namespace=NS) == 0
+    await _live_with_the_new_value(amem)
+    assert await _keys(amem) == []
+
+
+async def _changed_while_drafted(
+    amem: AsyncTieredMemory, change: Callable[[], Awaitable[object]]
+) -> Memory:
+    """Archive a memory while `change` lands during its draft: nothing commits, the
+    memory stays live, and the aborted attempt's original is gone. Returns it."""
+    await amem.add(OLD, namespace=NS, id="car")
+    amem.archiver.summarizer = Meanwhile(change)
+    assert await amem.archive(["car"], namespace=NS) == 0
     live = await amem.get("car", namespace=NS)
     assert live is not None
-    assert live.content == NEW
     assert live.tier is not Tier.ARCHIVED
     assert await _keys(amem) == []
+    return live
 
 
 async def test_a_forget_between_the_draft_and_the_commit_is_not_lost(
@@ -204,14 +225,8 @@ async def test_a_forget_between_the_draft_and_the_commit_is_not_lost(
     """The archival drafted the memory before the forget: committing that draft would
     archive it as not forgotten (record and original), so it does not commit; the
     memory stays live and forgotten, and the next archival carries the forget."""
-    await amem.add(OLD, namespace=NS, id="car")
-    amem.archiver.summarizer = Meanwhile(lambda: amem.forget("car", namespace=NS))
-    assert await amem.archive(["car"], namespace=NS) == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
+    live = await _changed_while_drafted(amem, lambda: amem.forget("car", namespace=NS))
     assert live.do_not_inject
-    assert live.tier is not Tier.ARCHIVED
-    assert await _keys(amem) == []  # the aborted attempt's original is gone
 
     assert await amem.archive(["car"], namespace=NS) == 1
     (record,) = (await amem.store.get_archives(NS, ["car"])).values()
@@ -228,14 +243,8 @@ async def test_a_pin_between_the_draft_and_the_commit_keeps_the_memory_live(
 ) -> None:
     """A pinned memory is never archived; one pinned while its archival drafts is not
     either."""
-    await amem.add(OLD, namespace=NS, id="car")
-    amem.archiver.summarizer = Meanwhile(lambda: amem.pin("car", namespace=NS))
-    assert await amem.archive(["car"], namespace=NS) == 0
-    live = await amem.get("car", namespace=NS)
-    assert live is not None
+    live = await _changed_while_drafted(amem, lambda: amem.pin("car", namespace=NS))
     assert live.pinned
-    assert live.tier is not Tier.ARCHIVED
-    assert await _keys(amem) == []
 
 
 async def test_a_forget_during_a_sweep_is_not_lost_and_not_a_failure(
@@ -274,14 +283,7 @@ async def test_a_hard_delete_racing_an_archival_deletes_the_memory_and_its_origi
     leaving an archived memory without its original)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    delete_many = amem.store.delete_many
-
-    async def commit_then_delete(namespace: str, ids: Sequence[str]) -> int:
-        go.set()
-        assert await archival == 1
-        return await delete_many(namespace, ids)
-
-    monkeypatch.setattr(amem.store, "delete_many", commit_then_delete)
+    _archival_commits_inside(amem, monkeypatch, "delete_many", archival, go)
     await amem.forget("car", namespace=NS, hard=True)
     assert await amem.get("car", namespace=NS) is None
     assert await amem.store.get_archives(NS, ["car"]) == {}

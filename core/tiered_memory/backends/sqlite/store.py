@@ -69,6 +69,27 @@ from .vector_table import DEFAULT_CACHE_ROWS, VectorTable, check_dimension
 _NO_FILTER = SearchFilter()
 
 
+# Every namespace with memories or archive records, by one index seek per namespace
+# (each table's key starts with the namespace) instead of reading every key: a sweep
+# begins with this, and `SELECT namespace FROM memories UNION ...` read the million
+# entries of a 1M store's (namespace, id) index, 0.1-0.3 s a sweep.
+NAMESPACES_SQL = """WITH RECURSIVE
+    m(ns) AS (
+        SELECT (SELECT min(namespace) FROM memories)
+        UNION ALL
+        SELECT (SELECT min(namespace) FROM memories WHERE namespace > m.ns) FROM m
+        WHERE m.ns IS NOT NULL
+    ),
+    a(ns) AS (
+        SELECT (SELECT min(namespace) FROM archives)
+        UNION ALL
+        SELECT (SELECT min(namespace) FROM archives WHERE namespace > a.ns) FROM a
+        WHERE a.ns IS NOT NULL
+    )
+    SELECT ns FROM m WHERE ns IS NOT NULL UNION SELECT ns FROM a WHERE ns IS NOT NULL
+    ORDER BY 1"""
+
+
 class SQLiteMemoryStore:
     """MemoryStore over one SQLite file. Build it with `await SQLiteMemoryStore.open(path)`."""
 
@@ -385,9 +406,7 @@ class SQLiteMemoryStore:
     async def namespaces(self) -> list[str]:
         await self._db.gate()
         with self._db.read() as conn:
-            rows = conn.execute(
-                "SELECT namespace FROM memories UNION SELECT namespace FROM archives ORDER BY 1"
-            ).fetchall()
+            rows = conn.execute(NAMESPACES_SQL).fetchall()
         return [row[0] for row in rows]
 
     # -- housekeeping --------------------------------------------------------------------

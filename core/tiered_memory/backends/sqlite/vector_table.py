@@ -299,6 +299,11 @@ class VectorTable:
                 raise TypeError("the archive partition of the cache is not a CalibratedIndex")
             archive.add_codes(code_rows(conn, ns, ids))
 
+    def holds(self, ns: str) -> bool:
+        """Whether any partition of `ns` is cached: else a move of its rows has nothing
+        to keep in step, and the mover need not read their ids back (`refresh_moved`)."""
+        return any(key[0] == ns for key in self.cache)
+
     def refresh_moved(
         self, conn: sqlite3.Connection, ns: str, ids: Sequence[str], target: Tier
     ) -> None:
