@@ -708,9 +708,16 @@ class Archiver:
         queued (a store without transactions queues before the write that lets go of
         it). The key of an original archived before content addressing (the memory's
         id) is deleted only while no record of that id exists. What fails (the object
-        store or the embedder unreachable) stays queued for the next sweep."""
+        store or the embedder unreachable) stays queued for the next sweep. An original
+        listed twice is worked once, with the hand-on if either asks (as the queue
+        keeps one)."""
         if not originals:
             return 0
+        merged: dict[tuple[str, str], PendingOriginal] = {}
+        for o in originals:
+            had = merged.get((o.id, o.checksum))
+            merged[(o.id, o.checksum)] = had if had is not None and had.hand_on else o
+        originals = list(merged.values())
         ids = sorted({o.id for o in originals})
         records = await self.store.get_archives(ns, ids)
         states = await self.store.archival_states(ns, ids)

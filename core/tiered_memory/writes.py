@@ -290,12 +290,21 @@ class Writer:
             queued += [PendingOriginal(i, c) for i, s in attempts.items() for c in s.written]
             await self.store.queue_originals(ns, queued)
             replaced = await self.store.replace_many(ns, memories)
-        seen = {(o.id, o.checksum) for o in queued}
-        # archived meanwhile where the swap is no transaction (it read records first)
-        missed = Archiver.pending(
-            [r for r in replaced if (r.id, r.checksum) not in seen],
-            [r.id for r in replaced if r.summary_embedding is not None],
-        )
+        # Archived meanwhile where the swap is no transaction (it read records first):
+        # queued now, or again with the hand-on of a summary it carried (queued
+        # without one from the journal, which named its original before its record).
+        seen = {(o.id, o.checksum): o.hand_on for o in queued}
+        handed = {(i, r.checksum) for i, r in leaving.items()}  # or deferred, above
+        due = [
+            r.id
+            for r in replaced
+            if r.summary_embedding is not None and (r.id, r.checksum) not in handed
+        ]
+        missed = [
+            o
+            for o in Archiver.pending(replaced, due)
+            if (o.id, o.checksum) not in seen or (o.hand_on and not seen[(o.id, o.checksum)])
+        ]
         if missed:
             await self.store.queue_originals(ns, missed)
         await self._delete_originals(ns, [*queued, *missed])
