@@ -20,7 +20,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,6 +36,7 @@ from .ports import (
     Embedder,
     MemoryStore,
     ObjectStore,
+    PendingOriginal,
     Summarizer,
     SummaryRequest,
     SupportsDeferredSync,
@@ -642,38 +643,122 @@ class Archiver:
         for key in self.original_keys(ns, record):
             await self.objects.delete(ns, key)
 
-    async def hand_on_summaries(self, ns: str, leaving: Mapping[str, ArchiveRecord]) -> int:
+    async def hand_on_summaries(self, ns: str, leaving: Mapping[str, ArchiveRecord]) -> set[str]:
         """Before archive records leave for good (a hard delete, a replace): a record
         that carries its cluster's summary embedding (`draft_cluster`) hands it to the
         first member that stays archived, or the others would stay archived but never
-        be found. Returns how many records took one on.
+        be found.
 
         The heir's embedding is its summary embedded again, as archival made it (a
         store's read-back vector may be an approximation, `ArchiveRecord`). It is
         written before the record leaves: a crash between the two finds the cluster
         twice until the delete is rerun, never not at all. A record whose original is
-        unreadable hands nothing on (its cluster is unknown) and still leaves."""
-        handed = 0
+        missing or corrupt hands nothing on (its cluster is unknown) and still leaves.
+        Returns the ids of the records whose hand-on failed otherwise (the object store
+        or the embedder unreachable): the caller queues their originals with `hand_on`
+        (`PendingOriginal`), so the hand-on happens when the queue is worked through,
+        and an outage never blocks the write."""
+        deferred: set[str] = set()
         for record in leaving.values():
             if record.summary_embedding is None:
                 continue
             try:
                 data = await self.verified_original(ns, record)
-                members = cluster_of(decode_document(data, expected_id=record.id))
+                await self._hand_on(ns, record.id, data, leaving)
             except ArchiveIntegrityError as e:
                 log.warning("archived %r: cluster unknown, summary not handed on: %s", record.id, e)
+            except Exception as e:
+                log.warning("archived %r: summary to hand on when it is deleted: %s", record.id, e)
+                deferred.add(record.id)
+        return deferred
+
+    async def _hand_on(
+        self, ns: str, memory_id: str, data: bytes, leaving: Collection[str]
+    ) -> bool:
+        """Give the summary embedding of `memory_id`'s cluster (its original: `data`)
+        to the first member still archived outside `leaving`, unless one has it;
+        returns whether one took it on."""
+        members = cluster_of(decode_document(data, expected_id=memory_id))
+        staying = [m for m in members if m not in leaving and m != memory_id]
+        found = await self.store.get_archives(ns, staying) if staying else {}
+        heir = next((found[m] for m in staying if m in found), None)
+        if heir is None or heir.summary_embedding is not None:
+            return False
+        matrix = await self.embedder.aembed_documents([heir.summary])
+        vector = validation.check_vector(matrix[0], None, what="summary embedding")
+        heir.summary_embedding = [float(x) for x in vector]
+        await self.store.update_archive(ns, heir)
+        return True
+
+    @staticmethod
+    def pending(
+        records: Iterable[ArchiveRecord], deferred: Collection[str] = ()
+    ) -> list[PendingOriginal]:
+        """The queue entries of records leaving for good (`PendingOriginal`); those in
+        `deferred` still have their cluster's summary to hand on."""
+        return [PendingOriginal(r.id, r.checksum, hand_on=r.id in deferred) for r in records]
+
+    async def delete_pending(self, ns: str, originals: Sequence[PendingOriginal]) -> int:
+        """Work through queued originals (`MemoryStore.queue_originals`): hand on a
+        cluster's summary where one is due, delete the original, and drop the entry;
+        returns how many entries were done. Idempotent: a missing original counts as
+        deleted, so a rerun, or two processes at once, converge.
+
+        An original a record or a journal row names again is kept, its entry left
+        queued (a store without transactions queues before the write that lets go of
+        it). The key of an original archived before content addressing (the memory's
+        id) is deleted only while no record of that id exists. What fails (the object
+        store or the embedder unreachable) stays queued for the next sweep. An original
+        listed twice is worked once, with the hand-on if either asks (as the queue
+        keeps one)."""
+        if not originals:
+            return 0
+        merged: dict[tuple[str, str], PendingOriginal] = {}
+        for o in originals:
+            had = merged.get((o.id, o.checksum))
+            merged[(o.id, o.checksum)] = had if had is not None and had.hand_on else o
+        originals = list(merged.values())
+        ids = sorted({o.id for o in originals})
+        records = await self.store.get_archives(ns, ids)
+        states = await self.store.archival_states(ns, ids)
+        done: list[PendingOriginal] = []
+        for o in originals:
+            record, state = records.get(o.id), states.get(o.id)
+            if (record is not None and record.checksum == o.checksum) or (
+                state is not None and o.checksum in state.written
+            ):
+                continue  # named again: not an orphan (yet)
+            keys = [original_key(o.id, o.checksum)] + ([o.id] if record is None else [])
+            try:
+                if o.hand_on:
+                    await self._hand_on_queued(ns, o, keys)
+                for key in keys:
+                    await self.objects.delete(ns, key)
+            except Exception as e:
+                log.warning("original of %r in %r stays queued for deletion: %s", o.id, ns, e)
                 continue
-            staying = [m for m in members if m not in leaving]
-            found = await self.store.get_archives(ns, staying) if staying else {}
-            heir = next((found[m] for m in staying if m in found), None)
-            if heir is None or heir.summary_embedding is not None:
+            done.append(o)
+        if done:
+            await self.store.drop_pending_originals(ns, done)
+        return len(done)
+
+    async def _hand_on_queued(self, ns: str, o: PendingOriginal, keys: Sequence[str]) -> None:
+        """A queued original's deferred hand-on (`hand_on_summaries`): its record is
+        gone, so every member still archived is a candidate heir. A missing or corrupt
+        original hands nothing on, as there."""
+        for key in keys:
+            try:
+                data = await self.objects.get(ns, key)
+            except NotFoundError:
                 continue
-            matrix = await self.embedder.aembed_documents([heir.summary])
-            vector = validation.check_vector(matrix[0], None, what="summary embedding")
-            heir.summary_embedding = [float(x) for x in vector]
-            await self.store.update_archive(ns, heir)
-            handed += 1
-        return handed
+            if sha256_hex(data) != o.checksum:
+                continue
+            try:
+                await self._hand_on(ns, o.id, data, ())
+            except ArchiveIntegrityError as e:
+                log.warning("archived %r: cluster unknown, summary not handed on: %s", o.id, e)
+            return
+        log.warning("archived %r: original missing, summary not handed on", o.id)
 
     async def restore(self, ns: str, ids: Sequence[str], *, now: datetime) -> int:
         """Bring archived memories back to WARM from their originals (seed-001 rollback).
@@ -697,13 +782,16 @@ class Archiver:
                     seen.update(mates)
                     queue.extend((await self.store.get_archives(ns, mates)).items())
                 memory = lifecycle.restored(memory_from_document(document), ns, now)
-                await self.store.unarchive_many(ns, [memory])
+                queued = self.pending([record])
+                async with self.store.transaction():  # the original is queued with it
+                    await self.store.queue_originals(ns, queued)
+                    await self.store.unarchive_many(ns, [memory])
                 # Records archived before the links moved to the original carry them.
                 pending.extend(document_links(document) or record.links)
-                try:
-                    await self.delete_original(ns, record)
-                except Exception as e:  # an orphan original is harmless; a lost memory is not
-                    log.warning("original of restored %r left in object storage: %s", memory_id, e)
+                try:  # what fails stays queued for the sweep
+                    await self.delete_pending(ns, queued)
+                except Exception as e:
+                    log.warning("original of restored %r stays queued: %s", memory_id, e)
                 restored += 1
         finally:
             await self._relink(ns, pending)

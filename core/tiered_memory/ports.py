@@ -206,6 +206,25 @@ class ArchivalFailure:
 
 
 @dataclass(frozen=True)
+class PendingOriginal:
+    """An original in object storage that no record or journal row names any more,
+    queued for deletion in the same store transaction as the write that let go of it
+    (a hard delete, a replace, a restore): an unreachable object store then neither
+    blocks that write nor leaves an original nothing names (`Archiver.delete_pending`,
+    and the sweep, delete the queue's originals once the object store answers).
+
+    The original is `archive.original_key(id, checksum)` (and, for records archived
+    before content addressing, the key `id`). `hand_on`: it belonged to a record that
+    carried its cluster's summary embedding, which could not be handed on before the
+    record left (that needs the original's list of members,
+    `Archiver.hand_on_summaries`): it is handed on before the original goes."""
+
+    id: str
+    checksum: str
+    hand_on: bool = False
+
+
+@dataclass(frozen=True)
 class AccessRecord:
     """Use of one memory at `when`: use_count+1, last_accessed_at, use_days, cold uses."""
 
@@ -407,6 +426,27 @@ class MemoryStore(Protocol):
         one quarantines its memory at `quarantine_after`). Returns the ids quarantined
         by this call. Written checksums stay until an attempt commits (its cleanup)."""
 
+    # -- originals to delete (tiered_memory.archive: Archiver.delete_pending) -------------
+
+    async def queue_originals(self, namespace: str, originals: Sequence[PendingOriginal]) -> None:
+        """Queue originals for deletion (one entry per id and checksum; queueing one
+        again keeps one, `hand_on` if either asked). Call it inside the
+        `transaction()` of the write that lets go of them, before that write: where
+        transactions are a no-op, a crash between leaves an entry whose original is
+        still named, which `Archiver.delete_pending` keeps and never deletes."""
+
+    async def pending_originals(self, namespace: str, *, limit: int = 500) -> list[PendingOriginal]:
+        """Up to `limit` queued originals of `namespace`, by id then checksum."""
+
+    async def drop_pending_originals(
+        self, namespace: str, originals: Sequence[PendingOriginal]
+    ) -> int:
+        """Remove entries from the queue (by id and checksum); returns how many went."""
+
+    async def pending_namespaces(self) -> list[str]:
+        """Every namespace with a queued original (the sweep's list: a namespace whose
+        last memory was deleted during an outage holds nothing else)."""
+
     # -- housekeeping ------------------------------------------------------------------
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
@@ -423,7 +463,8 @@ class MemoryStore(Protocol):
         elsewhere. For reads only: counts and exports that must add up."""
 
     async def clear(self, namespace: str | None = None) -> None:
-        """Delete everything in `namespace`, or everything when None (tests, benchmarks)."""
+        """Delete everything in `namespace` (its queued originals too), or everything
+        when None (tests, benchmarks)."""
 
     async def close(self) -> None: ...
 

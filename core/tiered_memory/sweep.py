@@ -46,6 +46,9 @@ memories, 512 cosines each (about as many as the random id windows of 500 that c
 before met; 88k fading memories of a million took 8.6 s of float32 products at a reach
 of 512 on a loaded 2-core machine)."""
 
+PENDING_PAGE = 500
+"""Queued originals (`PendingOriginal`) worked through at a time by the sweep."""
+
 CONSOLIDATION_READ = 2048
 """Fading memories whose vectors are read at a time (a few MB at 384 dimensions)."""
 
@@ -105,6 +108,12 @@ class Sweep:
                 except Exception as e:  # one failing step must not stop the others
                     log.exception("maintenance step %s failed in %r", name, ns)
                     report.errors.append(f"{ns}: {name}: {type(e).__name__}: {e}")
+        if not dry_run:
+            try:
+                await self._originals(namespaces if namespace is not None else None, report)
+            except Exception as e:
+                log.exception("maintenance step _originals failed")
+                report.errors.append(f"_originals: {type(e).__name__}: {e}")
         report.duration_seconds = time.perf_counter() - started
         if not dry_run:
             await self._checkpoint()
@@ -121,6 +130,22 @@ class Sweep:
             await self.store.checkpoint()
         except Exception as e:
             log.warning("checkpoint after the sweep failed (retried by the next): %s", e)
+
+    async def _originals(self, namespaces: Sequence[str] | None, report: MaintenanceReport) -> None:
+        """Delete the originals still queued for deletion (`PendingOriginal`: a delete,
+        replace or restore met an unreachable object store, or crashed before deleting
+        them), in every namespace that has some (None) or in `namespaces`; a namespace
+        whose last memory went meanwhile holds nothing else. What still fails stays
+        queued for the next sweep."""
+        if namespaces is None:
+            namespaces = [stored_namespace(n) for n in await self.store.pending_namespaces()]
+        for ns in namespaces:
+            while True:
+                page = await self.store.pending_originals(ns, limit=PENDING_PAGE)
+                done = await self.archival.archiver.delete_pending(ns, page)
+                report.add("originals_deleted", done)
+                if len(page) < PENDING_PAGE or done < len(page):
+                    break  # the rest failed, or are named again: the next sweep
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -9,15 +9,17 @@ store, the graph and object storage, and in which order (the read path is
   replaces.
 - **Replacing** (`upsert`, `replace=True`): the new memories swap in in one store
   transaction, which ends any archival of the old values (its claim goes with them).
-  The originals the old values leave go after the commit, those of replaced archive
-  records and those unfinished archivals noted: before it, an archival could still
-  commit a record pointing at one, and a crash or a failed swap would leave a record
-  without its original. Derived links go; explicit ones stay.
+  The originals the old values leave, those of replaced archive records and those
+  unfinished archivals noted, are queued for deletion in that transaction and deleted
+  after the commit: before it, an archival could still commit a record pointing at
+  one, and a crash or a failed swap would leave a record without its original.
+  Derived links go; explicit ones stay.
 - **Deleting** (`forget(hard=True)`, `forget_many`): a memory goes with its links and
   every original it has, an archived one's or the leftovers of unfinished archivals of a
   live one (the journal names them; they go after the live row, which ends those
-  archivals). The record before its original: an orphan original is harmless, a record
-  without one is not.
+  archivals). The record before its original, which is queued in the record's
+  transaction (`PendingOriginal`): an unreachable object store never blocks a delete,
+  and the sweep deletes what stayed queued once it answers.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .errors import ValidationError
 from .intake import Prepared
 from .models import ArchiveRecord, Memory
 from .policy import Policy
-from .ports import AccessRecord, ArchivalState, AssociationGraph, MemoryPatch, MemoryStore
+from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore, PendingOriginal
 
 log = logging.getLogger(__name__)
 
@@ -187,31 +189,48 @@ class Writer:
         """Delete live memories and archive records for good, with their links and
         originals; returns how many were deleted.
 
-        The originals unfinished archivals of the live ones noted go after the live rows
-        (which end those archivals: the journal rows go with them), never before: until
-        then an archival may commit a record pointing at one. A live memory archived
-        meanwhile (its archival committed first) is deleted as an archived one."""
+        The originals go through the store's queue (`PendingOriginal`): queued in the
+        transaction that deletes what named them, deleted right after it commits
+        (`_delete_originals`), and by the sweep when the object store was unreachable.
+        So an outage of object storage never blocks a delete, and no original is left
+        that nothing names. The originals unfinished archivals of the live ones noted
+        go the same way, after the live rows (which end those archivals: the journal
+        rows go with them), never before: until then an archival may commit a record
+        pointing at one. A live memory archived meanwhile (its archival committed
+        first) is deleted as an archived one."""
         gone = [*live, *archived]
         if gone:
             await self.graph.drop_nodes(ns, gone)
         deleted = 0
         records = dict(archived)
-        attempts: dict[str, ArchivalState] = {}
+        queued: list[PendingOriginal] = []
         if live:
-            attempts = await self.store.archival_states(ns, list(live))
-            deleted = await self.store.delete_many(ns, list(live))
+            async with self.store.transaction():
+                attempts = await self.store.archival_states(ns, list(live))
+                noted = [PendingOriginal(i, c) for i, s in attempts.items() for c in s.written]
+                await self.store.queue_originals(ns, noted)
+                deleted = await self.store.delete_many(ns, list(live))
+            queued += noted
             if deleted < len(live):
                 late = [i for i in live if i not in records]
                 records.update(await self.store.get_archives(ns, late))
         if records:
-            await self.archiver.hand_on_summaries(ns, records)  # a cluster stays found
-            # the record first: an orphan original is harmless, a record without one is not
-            deleted += await self.store.delete_archives(ns, list(records))
-            for record in records.values():
-                await self.archiver.delete_original(ns, record)
-        for memory_id, state in attempts.items():
-            await self.archiver.discard(ns, memory_id, state.written)
+            deferred = await self.archiver.hand_on_summaries(ns, records)  # stays found
+            leaving = Archiver.pending(records.values(), deferred)
+            async with self.store.transaction():
+                await self.store.queue_originals(ns, leaving)
+                deleted += await self.store.delete_archives(ns, list(records))
+            queued += leaving
+        await self._delete_originals(ns, queued)
         return deleted
+
+    async def _delete_originals(self, ns: str, queued: Sequence[PendingOriginal]) -> None:
+        """Delete the originals a committed write queued; what fails stays queued for
+        the sweep (`Archiver.delete_pending`), and the write has succeeded."""
+        try:
+            await self.archiver.delete_pending(ns, queued)
+        except Exception as e:
+            log.warning("%d originals stay queued for deletion in %r: %s", len(queued), ns, e)
 
     async def _refuse_taken(self, ns: str, ids: set[str]) -> None:
         """An id named by a new memory must be free, live or archived."""
@@ -239,40 +258,53 @@ class Writer:
                 p.memory.embedding = None
 
     async def _replace(self, ns: str, memories: Sequence[Memory]) -> None:
-        """Swap the memories in (one store transaction), then delete the originals the
-        old values leave behind: those of the archive records they replaced, and those
-        unfinished archivals of them noted in the journal.
+        """Swap the memories in (one store transaction) with the originals the old
+        values leave behind queued for deletion (`PendingOriginal`): those of the
+        archive records they replace, and those unfinished archivals of them noted in
+        the journal; then delete them (`_delete_originals`; the sweep, if the object
+        store is unreachable).
 
-        Both go after the swap, never before: until it commits, an archival of the old
+        Deleted after the swap, never before: until it commits, an archival of the old
         value still holds its claim and may commit a record pointing at the original it
         wrote (deleting that first lost the memory when the replace then failed). The
         swap ends those claims (`replace_many` drops the journal rows with the old
         values), so nothing can commit a record pointing at them afterwards; an
         archival that noted one after the journal was read here deletes its own when
         its commit is refused. Originals are content-addressed (`<id>@<sha256>`), and
-        one a record points at after the swap is kept. A failure here leaves an orphan
-        original, harmless."""
+        one a record or the journal names again is kept (`Archiver.delete_pending`).
+        A record archived between the hand-on and the swap hands its cluster's summary
+        on from the queue."""
         ids = [m.id for m in memories]
-        attempts = await self.store.archival_states(ns, ids)
         leaving = await self.store.get_archives(ns, ids)
-        await self.archiver.hand_on_summaries(ns, leaving)  # a cluster stays found
-        replaced = await self.store.replace_many(ns, memories)
-        late = {r.id: r for r in replaced if r.id not in leaving}
-        if late:  # archived meanwhile (its archival committed before the swap)
-            try:
-                await self.archiver.hand_on_summaries(ns, late)
-            except Exception as e:
-                log.warning("summaries of %d replaced records not handed on: %s", len(late), e)
-        if not replaced and not attempts:
-            return
-        again = await self.store.get_archives(ns, ids)
-        for memory_id, state in attempts.items():
-            kept = again[memory_id].checksum if memory_id in again else None
-            await self.archiver.discard(ns, memory_id, [c for c in state.written if c != kept])
-        for record in replaced:
-            if record.id in again and again[record.id].checksum == record.checksum:
-                continue
-            try:
-                await self.archiver.delete_original(ns, record)
-            except Exception as e:
-                log.warning("archived original of replaced %r not deleted: %s", record.id, e)
+        deferred = await self.archiver.hand_on_summaries(ns, leaving)  # a cluster stays found
+        async with self.store.transaction():
+            attempts = await self.store.archival_states(ns, ids)
+            records = await self.store.get_archives(ns, ids)
+            deferred |= {
+                i
+                for i, r in records.items()
+                if r.summary_embedding is not None
+                and (i not in leaving or leaving[i].checksum != r.checksum)
+            }
+            queued = Archiver.pending(records.values(), deferred)
+            queued += [PendingOriginal(i, c) for i, s in attempts.items() for c in s.written]
+            await self.store.queue_originals(ns, queued)
+            replaced = await self.store.replace_many(ns, memories)
+        # Archived meanwhile where the swap is no transaction (it read records first):
+        # queued now, or again with the hand-on of a summary it carried (queued
+        # without one from the journal, which named its original before its record).
+        seen = {(o.id, o.checksum): o.hand_on for o in queued}
+        handed = {(i, r.checksum) for i, r in leaving.items()}  # or deferred, above
+        due = [
+            r.id
+            for r in replaced
+            if r.summary_embedding is not None and (r.id, r.checksum) not in handed
+        ]
+        missed = [
+            o
+            for o in Archiver.pending(replaced, due)
+            if (o.id, o.checksum) not in seen or (o.hand_on and not seen[(o.id, o.checksum)])
+        ]
+        if missed:
+            await self.store.queue_originals(ns, missed)
+        await self._delete_originals(ns, [*queued, *missed])

@@ -31,6 +31,9 @@ Conventions the suite pins down (the port leaves them open):
   (`claimed_until <= now`), or a caller names it stale; only live memories are
   claimed; a released row with no failure and no original noted is deleted, and a row
   goes with its memory (archived or deleted).
+- The queue of originals to delete: one entry per (id, checksum), `hand_on` kept if
+  either queueing asked; per namespace; written in a transaction, rolled back with it
+  where the backend has them; `clear` empties it (of the namespace).
 - Metadata filters match top-level keys literally. eq/ne/in/nin compare JSON values by
   type (1 == 1.0, but "1" != 1 and true != 1), and ne/nin also match memories that
   lack the key; gt..lte compare numbers with numbers, strings with strings (by UTF-8
@@ -70,6 +73,7 @@ from tiered_memory.ports import (
     MemoryPatch,
     MemoryStore,
     MetadataFilter,
+    PendingOriginal,
     ScanQuery,
     SearchFilter,
     to_micros,
@@ -1641,6 +1645,54 @@ class MemoryStoreContract:
         for ns in (namespace, other_namespace):
             assert (await store.stats(ns)).total == 0
             assert await store.vector_search(ns, self.q(0), tiers=ALL_LIVE, k=5) == []
+
+    # -- originals to delete ------------------------------------------------------------------
+
+    async def test_queued_originals_round_trip_per_namespace(
+        self, store: MemoryStore, namespace: str, other_namespace: str
+    ) -> None:
+        a, b = PendingOriginal("m1", "a" * 64), PendingOriginal("m1", "b" * 64, hand_on=True)
+        await store.queue_originals(namespace, [b, a])
+        await store.queue_originals(namespace, [PendingOriginal("m1", "b" * 64)])  # again
+        await store.queue_originals(namespace, [PendingOriginal("m1", "a" * 64, hand_on=True)])
+        await store.queue_originals(other_namespace, [PendingOriginal("m2", "c" * 64)])
+        assert await store.pending_originals(namespace) == [
+            PendingOriginal("m1", "a" * 64, hand_on=True),
+            b,
+        ]
+        assert await store.pending_originals(namespace, limit=1) == [
+            PendingOriginal("m1", "a" * 64, hand_on=True)
+        ]
+        listed = await store.pending_namespaces()
+        assert namespace in listed
+        assert other_namespace in listed
+        assert (await store.stats(namespace)).total == 0
+        assert namespace not in await store.namespaces()
+        assert await store.drop_pending_originals(namespace, [a]) == 1
+        assert await store.pending_originals(namespace) == [b]
+        await store.clear(namespace)
+        assert await store.pending_originals(namespace) == []
+        assert namespace not in await store.pending_namespaces()
+        assert await store.pending_originals(other_namespace) == [PendingOriginal("m2", "c" * 64)]
+
+    async def test_queued_originals_roll_back_with_their_transaction(
+        self, store: MemoryStore, namespace: str
+    ) -> None:
+        if not self.transactional:
+            pytest.skip("transaction() is a no-op here")
+        await self.put(store, namespace, self.memory("a"))
+        await store.archive_many(namespace, [self.record("a", namespace)])
+
+        async def failing_delete() -> None:
+            async with store.transaction():
+                await store.queue_originals(namespace, [PendingOriginal("a", "0" * 64)])
+                await store.delete_archives(namespace, ["a"])
+                raise RuntimeError("the write failed")
+
+        with pytest.raises(RuntimeError):
+            await failing_delete()
+        assert set(await store.get_archives(namespace, ["a"])) == {"a"}
+        assert await store.pending_originals(namespace) == []
 
     # -- namespace isolation -----------------------------------------------------------------
 

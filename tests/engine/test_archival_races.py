@@ -11,13 +11,16 @@ original written, its record not yet committed), on every backend combination.
   live with the change, and a later archival carries it.
 
 Interleavings are made deterministic with hooks: a summariser that runs the other
-write while the archival drafts, or events that hold the archival before its commit.
+write while the archival drafts, or events that hold the archival before its commit
+and let it commit mid-write (`WHERE`: before the write's transaction opens, or inside
+its store call on a store without transactions, as Weaviate's).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -90,31 +93,69 @@ async def _live_with_the_new_value(amem: AsyncTieredMemory) -> None:
     assert live.tier is not Tier.ARCHIVED
 
 
-def _archival_commits_inside(
+BEFORE, INSIDE = "before-its-transaction", "inside-its-write-no-transactions"
+WHERE = [BEFORE, INSIDE]
+"""Where the held archival commits in a write that found the memory live and not
+archived. BEFORE: right after the write's first read of the store, before the write
+opens its transaction, the only point between the two where an archival can commit
+on a store with transactions (it waits for the write's transaction otherwise, from
+this process or another). INSIDE: in the write's store call itself, on a store whose
+transactions are a no-op (Weaviate's: simulated by making the SQLite store's one)."""
+
+
+@asynccontextmanager
+async def _no_transaction() -> AsyncIterator[None]:
+    yield
+
+
+def _archival_commits_mid_write(
     amem: AsyncTieredMemory,
     monkeypatch: pytest.MonkeyPatch,
-    method: str,
+    where: str,
+    *,
+    read: str,
+    write: str,
     archival: asyncio.Task[int],
     go: asyncio.Event,
-    *,
     fail: bool = False,
 ) -> None:
-    """The store's `method` lets the held archival commit first, then runs, or fails as
-    a store that went away would."""
-    original = getattr(amem.store, method)
+    """The racing write makes its first read of the store (`read`: it finds the memory
+    live and not archived), the held archival commits (`where`), and the write goes on
+    to its store call `write`, which fails as a store that went away would when
+    `fail`."""
+    committed = False
 
-    async def archival_first(namespace: str, items: Sequence[Any]) -> Any:
-        go.set()
-        assert await archival == 1  # the archival commits first
+    async def commit_once() -> None:
+        nonlocal committed
+        if not committed:  # the archival's own commit may make the same call
+            committed = True
+            go.set()
+            assert await archival == 1  # the archival commits first
+
+    first_read, store_write = getattr(amem.store, read), getattr(amem.store, write)
+
+    async def read_then_commit(*args: Any, **kwargs: Any) -> Any:
+        result = await first_read(*args, **kwargs)
+        if where == BEFORE:
+            await commit_once()
+        return result
+
+    async def commit_then_write(*args: Any, **kwargs: Any) -> Any:
+        if where == INSIDE:
+            await commit_once()
         if fail:
-            raise BackendUnavailableError(f"the store went away mid-{method}")
-        return await original(namespace, items)
+            raise BackendUnavailableError(f"the store went away mid-{write}")
+        return await store_write(*args, **kwargs)
 
-    monkeypatch.setattr(amem.store, method, archival_first)
+    if where == INSIDE:
+        monkeypatch.setattr(amem.store, "transaction", _no_transaction)
+    monkeypatch.setattr(amem.store, read, read_then_commit)
+    monkeypatch.setattr(amem.store, write, commit_then_write)
 
 
+@pytest.mark.parametrize("where", WHERE)
 async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_original(
-    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """The archival wrote the original; the replace starts, the archival commits its
     record, then the replace fails in the store. The old memory must be whole: archived,
@@ -122,21 +163,39 @@ async def test_a_replace_that_fails_after_an_archival_committed_keeps_the_origin
     leftover of an unfinished archival)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go, fail=True)
+    _archival_commits_mid_write(
+        amem,
+        monkeypatch,
+        where,
+        read="get_archives",
+        write="replace_many",
+        archival=archival,
+        go=go,
+        fail=True,
+    )
     with pytest.raises(BackendUnavailableError):
         await amem.upsert(NEW, id="car", namespace=NS)
     assert (await amem.get("car", namespace=NS)).tier is Tier.ARCHIVED  # type: ignore[union-attr]
     assert (await amem.expand("car", namespace=NS))["content"] == OLD  # verified
 
 
+@pytest.mark.parametrize("where", WHERE)
 async def test_a_replace_after_an_archival_committed_mid_replace_leaves_nothing_behind(
-    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """Same interleaving, the replace succeeding: the new value is live, and the
     original the archival wrote goes with the record it replaced."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    _archival_commits_inside(amem, monkeypatch, "replace_many", archival, go)
+    _archival_commits_mid_write(
+        amem,
+        monkeypatch,
+        where,
+        read="get_archives",
+        write="replace_many",
+        archival=archival,
+        go=go,
+    )
     await amem.upsert(NEW, id="car", namespace=NS)
     await _live_with_the_new_value(amem)
     assert await amem.store.get_archives(NS, ["car"]) == {}
@@ -274,8 +333,9 @@ async def test_a_forget_during_a_sweep_is_not_lost_and_not_a_failure(
     assert record.do_not_inject is True
 
 
+@pytest.mark.parametrize("where", WHERE)
 async def test_a_hard_delete_racing_an_archival_deletes_the_memory_and_its_original(
-    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch
+    amem: AsyncTieredMemory, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """The delete finds the memory live; the archival commits its record before the
     live row goes. The memory must still be gone, with every original of it (the delete
@@ -283,7 +343,9 @@ async def test_a_hard_delete_racing_an_archival_deletes_the_memory_and_its_origi
     leaving an archived memory without its original)."""
     await amem.add(OLD, namespace=NS, id="car")
     archival, _, go = await _held_before_commit(amem, "car")
-    _archival_commits_inside(amem, monkeypatch, "delete_many", archival, go)
+    _archival_commits_mid_write(
+        amem, monkeypatch, where, read="get_many", write="delete_many", archival=archival, go=go
+    )
     await amem.forget("car", namespace=NS, hard=True)
     assert await amem.get("car", namespace=NS) is None
     assert await amem.store.get_archives(NS, ["car"]) == {}
@@ -338,5 +400,73 @@ async def test_a_forget_of_one_member_keeps_its_whole_cluster_live(
         records = await amem.store.get_archives(NS, ids)
         assert records[ids[1]].do_not_inject is True
         assert records[ids[0]].do_not_inject is False
+    finally:
+        await amem.close()
+
+
+@pytest.mark.parametrize("where", WHERE)
+async def test_a_cluster_archived_mid_replace_of_its_summary_holder_stays_found(
+    tmp_path: Path,
+    clock: ManualClock,
+    memories: MemoryFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """A sweep archives a cluster while its summary's holder is replaced, committing
+    after the replace found the holder live. The holder's record goes with the replace,
+    and its cluster's summary must pass to the member that stays archived (from the
+    queue: the original that lists the members goes after it): on a store without
+    transactions the replace read the archival's original in the journal before the
+    record existed, and queued it without the hand-on."""
+    amem = await memories.open(
+        tmp_path / "c.db",
+        embedder=HashingEmbedder(),
+        clock=clock,
+        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
+    )
+    try:
+        texts = [
+            "Went for a run in the park on Monday morning",
+            "Went for a run in the park on Tuesday morning",
+        ]
+        added = await amem.add_many(
+            [{"content": t, "importance": 0.1} for t in texts], namespace=NS, dedup=False
+        )
+        clock.advance(days=4)
+        await amem.maintain()
+        clock.advance(days=200)
+        arrived, go = asyncio.Event(), asyncio.Event()
+        drafted: list[Any] = []
+        commit = amem.archiver.commit
+
+        async def held(ns: str, drafts: Sequence[Any], **kwargs: Any) -> set[str]:
+            drafted.extend(drafts)
+            arrived.set()
+            await go.wait()
+            return await commit(ns, drafts, **kwargs)
+
+        async def clusters_archived() -> int:
+            return (await amem.maintain()).count("archive_clusters")
+
+        amem.archiver.commit = held  # type: ignore[method-assign]
+        sweep = asyncio.create_task(clusters_archived())
+        await arrived.wait()
+        (holder,) = [d.id for d in drafted if d.record.summary_embedding is not None]
+        (mate,) = [m.id for m in added if m.id != holder]
+        _archival_commits_mid_write(
+            amem,
+            monkeypatch,
+            where,
+            read="get_archives",
+            write="replace_many",
+            archival=sweep,
+            go=go,
+        )
+        await amem.upsert(NEW, id=holder, namespace=NS)
+        assert (await amem.store.get_archives(NS, [holder])) == {}
+        kept = (await amem.store.get_archives(NS, [mate]))[mate]
+        assert kept.summary_embedding is not None  # the cluster is found
+        assert await amem.store.pending_originals(NS) == []
+        assert [k.split("@")[0] for k in await amem.objects.list(NS)] == [mate]
     finally:
         await amem.close()

@@ -22,7 +22,11 @@ Versions:
 7. the postings in three trees (`lexicon_middle` between the recent and the big one).
    The tables are created when opened; the triggers that delete a memory's postings
    are created again to name all three (`lexicon.replace_triggers`). A library of
-   schema 6 would neither read nor delete the middle tree's postings.
+   schema 6 would neither read nor delete the middle tree's postings. Also new with
+   7, though it needs no version of its own: the queue of originals to delete
+   (`pending`, `schema.PENDING_ORIGINALS`), created in any file when opened (a
+   library without it would ignore the table and delete originals as it always did;
+   what it left queued is deleted by the next library that sweeps).
 """
 
 from __future__ import annotations

@@ -63,6 +63,18 @@ ARCHIVAL = [
     END""",
 ]
 
+# Originals to delete from object storage (`pending`): written in the transaction of
+# the hard delete, replace or restore that let go of them, so an unreachable object
+# store blocks none of them and no original is left that nothing names. Added without
+# a schema version: an older library ignores the table (its deletes do as they did).
+PENDING_ORIGINALS = """CREATE TABLE IF NOT EXISTS pending_originals (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        checksum TEXT NOT NULL,
+        hand_on INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (namespace, id, checksum)
+    ) WITHOUT ROWID"""
+
 STATEMENTS = [
     """CREATE TABLE IF NOT EXISTS meta (
         key TEXT PRIMARY KEY,
@@ -167,6 +179,7 @@ STATEMENTS = [
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
     *ARCHIVAL,
+    PENDING_ORIGINALS,
     # The operations log behind stats()'s dashboard numbers (`events`).
     EVENTS,
     EVENTS_INDEX,

@@ -15,7 +15,8 @@ owning one concern of the port:
   live memories;
 - `lexical.LexicalSearch`: BM25 over the per-namespace lexical index (`lexicon`);
 - `sweep.SweepReads`: the sweep's filtered pages, as memories, ids or columns;
-- `archival.ArchivalJournal`: the archival journal's rows.
+- `archival.ArchivalJournal`: the archival journal's rows;
+- `pending.PendingOriginals`: the queue of originals to delete from object storage.
 
 This class wires them: a call of the port that one part answers alone is that part's
 method; the store itself holds what spans several parts (writes that check or replace
@@ -60,6 +61,7 @@ from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from .lexical import DEFAULT_LEXICAL_ROWS, LexicalSearch
 from .memories import VECTOR_JOIN, MemoryTable, ids_in
+from .pending import PendingOriginals
 from .sql import IN_JSON, json_list, placeholders, tier_values
 from .sweep import SweepReads
 from .vector_table import DEFAULT_CACHE_ROWS, VectorTable, check_dimension
@@ -109,6 +111,7 @@ class SQLiteMemoryStore:
         self._lexical = LexicalSearch(database, rows=lexical_rows)
         self._sweep = SweepReads(database, self._vectors, self._memories)
         self._journal = ArchivalJournal(database)
+        self._pending = PendingOriginals(database)
         # The port's calls that one part answers alone.
         memories, archives, journal = self._memories, self._archives, self._journal
         self.get_many = memories.get_many
@@ -137,6 +140,10 @@ class SQLiteMemoryStore:
         self.claim_archival = journal.claim_archival
         self.note_archival = journal.note_archival
         self.release_archival = journal.release_archival
+        self.queue_originals = self._pending.queue_originals
+        self.pending_originals = self._pending.pending_originals
+        self.drop_pending_originals = self._pending.drop_pending_originals
+        self.pending_namespaces = self._pending.pending_namespaces
 
     @classmethod
     async def open(
@@ -437,6 +444,7 @@ class SQLiteMemoryStore:
                 conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
                 conn.execute("DELETE FROM archival")  # likewise
                 conn.execute("DELETE FROM archives")
+                conn.execute("DELETE FROM pending_originals")
                 conn.execute("DELETE FROM meta WHERE key = 'dimension'")
                 events.clear(conn, None)
                 self._vectors.cleared()
@@ -444,6 +452,7 @@ class SQLiteMemoryStore:
             ns = check_namespace(namespace)
             conn.execute("DELETE FROM memories WHERE namespace = ?", (ns,))
             conn.execute("DELETE FROM archives WHERE namespace = ?", (ns,))
+            conn.execute("DELETE FROM pending_originals WHERE namespace = ?", (ns,))
             events.clear(conn, ns)
             self._vectors.forget_dimension_if_empty(conn)
             self._vectors.cleared(ns)

@@ -39,7 +39,7 @@ import numpy as np
 
 from tiered_memory.errors import ValidationError
 from tiered_memory.models import ArchiveRecord, Link, Memory, MemoryType, Tier, utc
-from tiered_memory.ports import ArchivalState, Matrix, MemoryPatch
+from tiered_memory.ports import ArchivalState, Matrix, MemoryPatch, PendingOriginal
 from tiered_memory.validation import check_importance, check_namespace
 
 TENANT_MAX_CHARS = 64
@@ -374,6 +374,28 @@ def _optional_bool(value: Any) -> bool | None:
 # -- the archival journal ------------------------------------------------------------------------
 # One object per journal row, under the memory's object id: the row as JSON text (it is
 # read whole, by id, and never filtered on), plus the id key for paging.
+
+
+def pending_key(original: PendingOriginal) -> str:
+    """The label of a queued original: its object id and paging order derive from it."""
+    return f"{original.id}@{original.checksum}"
+
+
+def pending_to_properties(original: PendingOriginal) -> dict[str, Any]:
+    return {
+        "memory_id": original.id,
+        "id_key": id_key(pending_key(original)),
+        "checksum": original.checksum,
+        "hand_on": original.hand_on,
+    }
+
+
+def pending_from_properties(props: Mapping[str, Any]) -> PendingOriginal:
+    return PendingOriginal(
+        id=str(props["memory_id"]),
+        checksum=str(props["checksum"]),
+        hand_on=bool(props.get("hand_on")),
+    )
 
 
 def archival_to_properties(state: ArchivalState) -> dict[str, Any]:

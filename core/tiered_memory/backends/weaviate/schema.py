@@ -97,6 +97,15 @@ ARCHIVAL_SCHEMA: tuple[Prop, ...] = (
     Prop("state_json", _T, filterable=False),
 )
 
+# Originals to delete from object storage (`ports.PendingOriginal`): one object per
+# original, its object id that of the key `<memory id>@<checksum>`, per tenant.
+PENDING_SCHEMA: tuple[Prop, ...] = (
+    Prop("memory_id", _T),
+    Prop("id_key", _T),  # of the key, for paging in key order
+    Prop("checksum", _T, filterable=False),
+    Prop("hand_on", DataType.BOOL, filterable=False),
+)
+
 REGISTRY_SCHEMA: tuple[Prop, ...] = (
     Prop("kind", _T),  # "dimension", "namespace" or "migration" (one done, by name)
     Prop("tenant", _T),

@@ -1,6 +1,6 @@
 """The production MemoryStore on Weaviate (weaviate-client v4, async).
 
-Layout. Five collections share a prefix (default `TieredMemory`):
+Layout. Six collections share a prefix (default `TieredMemory`):
 - `<prefix>Active`: HOT and WARM memories, HNSW index: the tiers every search reads.
 - `<prefix>Cold`: COLD memories, flat (brute-force) index, optionally binary-quantised:
   rarely searched, so they cost no HNSW graph in memory.
@@ -9,9 +9,13 @@ Layout. Five collections share a prefix (default `TieredMemory`):
   so searches filter archived memories as they filter live ones.
 - `<prefix>Archival`: the archival journal (claims, originals written, failures), one
   object per memory being archived or that failed to be, no vectors.
+- `<prefix>PendingOriginals`: the originals to delete from object storage
+  (`ports.PendingOriginal`), one object per original, no vectors; queued before the
+  write that lets go of them, so a crash between leaves an entry whose original is
+  still named, which the engine keeps (`Archiver.delete_pending`).
 - `<prefix>Registry`: the embedding dimension, the namespaces whose tenant names are
   hashed (see `mapping`) and the one-time migrations done; not multi-tenant.
-The first four are multi-tenant: each namespace is a tenant, created on its first
+All but the registry are multi-tenant: each namespace is a tenant, created on its first
 write, and every data call goes through `collection.with_tenant(...)`, so Weaviate
 itself keeps namespaces apart. Object ids are uuid5 of (namespace, memory id), equal in
 every collection: a tier move or an archival is copy-then-delete by one id, and rerunning
@@ -85,6 +89,7 @@ from tiered_memory.ports import (
     Matrix,
     MemoryFacts,
     MemoryPatch,
+    PendingOriginal,
     ScanQuery,
     ScoredArchive,
     ScoredMemory,
@@ -147,12 +152,16 @@ from .mapping import (
     namespace_from_tenant,
     newest_copy,
     object_uuid,
+    pending_from_properties,
+    pending_key,
+    pending_to_properties,
     tenant_name,
 )
 from .schema import (
     ARCHIVAL_SCHEMA,
     ARCHIVE_SCHEMA,
     LIVE_SCHEMA,
+    PENDING_SCHEMA,
     REGISTRY_SCHEMA,
     Prop,
     meta_schema,
@@ -257,6 +266,7 @@ class WeaviateMemoryStore:
         self.archive_name = f"{prefix}Archive"
         self.registry_name = f"{prefix}Registry"
         self.archival_name = f"{prefix}Archival"
+        self.pending_name = f"{prefix}PendingOriginals"
         self._write_batch = write_batch_size
         self._read_batch = read_batch_size
         self._max_concurrency = max_concurrency
@@ -407,6 +417,9 @@ class WeaviateMemoryStore:
         )
         await self._ensure_collection(
             self.archival_name, ARCHIVAL_SCHEMA, self._vector_config("flat", quantize=False), True
+        )
+        await self._ensure_collection(
+            self.pending_name, PENDING_SCHEMA, self._vector_config("flat", quantize=False), True
         )
         await self._ensure_collection(
             self.registry_name, REGISTRY_SCHEMA, self._vector_config("flat", quantize=False), False
@@ -1515,6 +1528,69 @@ class WeaviateMemoryStore:
         await self._journal_apply(namespace, changes)
         return changes.quarantined
 
+    # -- MemoryStore: originals to delete -----------------------------------------------------
+    # One object per original, its object id that of `pending_key` in the namespace's
+    # tenant. Queueing one again keeps one, `hand_on` if either asked.
+
+    async def queue_originals(self, namespace: str, originals: Sequence[PendingOriginal]) -> None:
+        if not originals:
+            return
+        merged: dict[str, PendingOriginal] = {}
+        for o in originals:
+            known = merged.get(pending_key(o))
+            merged[pending_key(o)] = o if known is None or o.hand_on else known
+        existing = await self._fetch_ids(self.pending_name, namespace, sorted(merged))
+        for obj in existing:
+            old = pending_from_properties(obj.properties)
+            if old.hand_on:
+                merged[pending_key(old)] = old
+        rows = [
+            (object_uuid(namespace, key), pending_to_properties(o), None, key)
+            for key, o in sorted(merged.items())
+        ]
+        await self._upsert(self.pending_name, namespace, rows)
+
+    async def pending_originals(self, namespace: str, *, limit: int = 500) -> list[PendingOriginal]:
+        if limit < 1:
+            return []
+
+        async def call(c: Collection) -> Any:
+            return await c.query.fetch_objects(sort=Sort.by_property("id_key"), limit=limit)
+
+        result = await self._read(self.pending_name, namespace, "reading originals to delete", call)
+        if result is None:
+            return []
+        found = [pending_from_properties(o.properties) for o in result.objects]
+        return sorted(found, key=lambda o: (o.id, o.checksum))
+
+    async def drop_pending_originals(
+        self, namespace: str, originals: Sequence[PendingOriginal]
+    ) -> int:
+        if not originals:
+            return 0
+        return await self._delete(self.pending_name, namespace, [pending_key(o) for o in originals])
+
+    async def pending_namespaces(self) -> list[str]:
+        with self._errors(f"listing tenants of {self.pending_name}"):
+            found = sorted(await self._use(self.pending_name).tenants.get())
+        self._tenants.update((self.pending_name, t) for t in found)
+
+        async def holds(tenant: str) -> bool:
+            return bool(await self._read_tenant(self.pending_name, tenant, "counting", _count))
+
+        occupied = [t for t in found if is_valid_tenant_name(t) and await holds(t)]
+        hashed = await self._registry_namespaces([t for t in occupied if is_hashed_tenant(t)])
+        out: list[str] = []
+        for tenant in occupied:
+            try:
+                namespace = hashed.get(tenant) if is_hashed_tenant(tenant) else None
+                namespace = namespace or namespace_from_tenant(tenant)
+            except ValidationError:
+                continue
+            if namespace is not None:
+                out.append(namespace)
+        return sorted(out)
+
     # -- housekeeping -----------------------------------------------------------------------
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
@@ -1535,7 +1611,7 @@ class WeaviateMemoryStore:
             await self._clear_all()
             return
         tenant = tenant_name(namespace)
-        for collection in (*self._all_collections(), self.archival_name):
+        for collection in (*self._all_collections(), self.archival_name, self.pending_name):
             if await self._has_tenant(collection, tenant):
                 with self._errors(f"removing tenant {tenant} from {collection}"):
                     await self._use(collection).tenants.remove([tenant])
@@ -1548,7 +1624,7 @@ class WeaviateMemoryStore:
             self._registered.discard(tenant)
 
     async def _clear_all(self) -> None:
-        for collection in (*self._all_collections(), self.archival_name):
+        for collection in (*self._all_collections(), self.archival_name, self.pending_name):
             with self._errors(f"listing tenants of {collection}"):
                 tenants = sorted(await self._use(collection).tenants.get())
             for chunk in _chunks(tenants, 100):  # Weaviate takes at most 100 per call
