@@ -277,7 +277,7 @@ async def test_a_bulk_expiry_reads_the_moved_ids_back_only_for_a_cached_partitio
         len(want.to_cold),
         len(want.through_warm),
     )
-    updates = {s for s in statements if s.startswith("UPDATE memories SET tier = d.tier")}
+    updates = {s for s in statements if "UPDATE memories SET tier = d.tier" in s}
     (update,) = updates
     assert ("RETURNING" in update) == cached
     for tier in (Tier.WARM, Tier.COLD):
