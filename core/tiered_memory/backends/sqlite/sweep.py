@@ -325,10 +325,7 @@ class SweepReads:
             "dwelt": bounds.dwelt_by,
         }
 
-        @functools.cache
-        def cached(memory_type: str, use_count: int) -> int:
-            return time_to_floor(_TYPES[memory_type], int(use_count))
-
+        cached = _floor_function(time_to_floor)
         await self._db.gate()
         if dry_run:
             with self._db.read() as conn:
@@ -394,6 +391,17 @@ class SweepReads:
         return HotExpiryMoves(
             to_warm=to_warm, to_cold=to_cold - tally.kept, through_warm=tally.kept
         )
+
+
+def _floor_function(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
+    """`tm_time_to_floor(memory_type, use_count)` for SQL: `time_to_floor` computed once
+    per distinct (type, use count); SQLite still calls it once per row it tests."""
+
+    @functools.cache
+    def cached(memory_type: str, use_count: int) -> int:
+        return time_to_floor(_TYPES[memory_type], int(use_count))
+
+    return cached
 
 
 class _ColdTally:
