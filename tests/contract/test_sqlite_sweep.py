@@ -157,45 +157,6 @@ async def test_pages_after_the_first_walk_the_id_index(store: SQLiteMemoryStore)
     assert all(len(page) == 4 for page in pages[:-1])
 
 
-async def test_vectors_a_bounded_scan_read_are_read_by_pk_while_the_pk_is_the_memory(
-    store: SQLiteMemoryStore,
-) -> None:
-    """`embeddings` reads the vectors of the memories a bounded scan just read by the pk
-    it saw (by id, 2,048 fading memories cost about twice as much at 1M), through the
-    table's key even when the (namespace, tier, id) index, rebuilt by a bulk expiry,
-    has no statistics (the planner then walked that index over the whole namespace);
-    a pk taken by another memory since answers by id."""
-    batch = [m.model_copy(update={"tier": Tier.WARM}) for m in memories(10)]
-    await store.put_many(NS, batch)
-    query = ScanQuery(
-        tiers=frozenset({Tier.WARM}), last_used_before=T0 + timedelta(days=1), limit=4
-    )
-    seen = [i async for page in store.scan_facts_by_bound(NS, query) for i in page.ids]
-    assert sorted(seen) == [m.id for m in batch]
-    with store.database.read() as conn:
-        (pk,) = conn.execute("SELECT pk FROM memories WHERE id = 'm009'").fetchone()
-    assert await store.delete_many(NS, ["m009"]) == 1
-    newcomer = memories(11, seed=1)[10].model_copy(update={"id": "new", "tier": Tier.WARM})
-    await store.put_many(NS, [newcomer])
-    with store.database.write() as conn:
-        assert conn.execute("SELECT id FROM memories WHERE pk = ?", (pk,)).fetchone()[0] == "new"
-        conn.execute("ANALYZE")
-        conn.execute("DELETE FROM sqlite_stat1 WHERE idx = ?", (sqlite_sweep.TIER_INDEX,))
-        conn.execute("ANALYZE sqlite_schema")  # the planner reloads the statistics
-    statements = _traced(store)
-    try:
-        found, matrix = await store.embeddings(NS, ["m009", "new", "m003", "m001", "m003"])
-    finally:
-        _untraced(store)
-    assert found == ["new", "m003", "m001"]
-    vectors = {m.id: m.embedding for m in [*batch, newcomer]}
-    np.testing.assert_allclose(matrix, [vectors[i] for i in found], rtol=1e-6)
-    (by_pk,) = [s for s in statements if "m.pk IN" in s]
-    with store.database.read() as conn:
-        plan = " ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {by_pk}"))
-    assert "SEARCH m USING INTEGER PRIMARY KEY" in plan, plan
-
-
 def _expiry_bounds(
     now: datetime,
 ) -> tuple[lifecycle.HotExpiryBounds, Callable[[MemoryType, int], int]]:

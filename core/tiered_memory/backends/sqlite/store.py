@@ -423,9 +423,7 @@ class SQLiteMemoryStore:
     async def checkpoint(self) -> None:
         """Copy the WAL into the main file (`SQLiteDatabase.checkpoint`), after pruning
         the log of deleted vectors that the HNSW indexes have applied (`ann`): it grows
-        by a row per deletion or archival otherwise. The sweep that calls it is done:
-        the pks its scans kept for reading vectors go (`SweepReads.forget_keys`)."""
-        self._sweep.forget_keys()
+        by a row per deletion or archival otherwise."""
         await self._db.gate()
         with self._db.write() as conn:
             self._vectors.prune_delete_log(conn)

@@ -143,13 +143,6 @@ class SweepReads:
     ) -> None:
         self._db = database
         self._vectors, self._memories = vectors, memories
-        # The pk of each row the last bounded scan of a namespace read
-        # (`scan_facts_by_bound`), for `embeddings` to read those rows' vectors by pk.
-        self._keys: dict[str, dict[str, int]] = {}
-
-    def forget_keys(self) -> None:
-        """Drop the pks kept from the bounded scans (the end of a sweep)."""
-        self._keys.clear()
 
     @staticmethod
     def _pages(
@@ -234,7 +227,6 @@ class SweepReads:
         check_k(query.limit, "limit")
         query = replace(query, after_id=None)
         tiers = frozenset(query.tiers) & LIVE_TIERS
-        self._keys[ns] = {}
         if Tier.WARM in tiers and query.last_used_before is not None:
             async for page in self._warm_by_last_use(ns, query):
                 yield page
@@ -259,7 +251,6 @@ class SweepReads:
         )
         order = " ORDER BY last_used_at, m.pk LIMIT ?"
         after: tuple[int, int] | None = None
-        keys = self._keys.setdefault(ns, {})
         while True:
             await self._db.gate()
             with self._db.read() as conn:
@@ -273,48 +264,26 @@ class SweepReads:
                 rows = cursor.execute(sql, params).fetchall()
             if rows:
                 after = (int(rows[-1][8]), int(rows[-1][-1]))
-                keys.update((row[0], row[-1]) for row in rows)
                 yield _facts_of(sorted((row[:-1] for row in rows), key=itemgetter(0)), False)
             if len(rows) < query.limit:
                 return
 
     async def embeddings(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], Matrix]:
-        """The vectors of `ids` that have one, in the order asked.
-
-        The ids a bounded scan just read (consolidation's fading memories) are read by
-        the pk the scan saw, in pk order, the others by id. Finding 2,048 random ids
-        through the (namespace, id) index cost about 4 us each (0.8 s for the 216k
-        fading memories at 1M), by pk about a quarter of it. A pk is only a hint: the
-        row read by it counts only when it is still that memory (same namespace and
-        id; a deleted memory's pk can be reused), else the id is looked up."""
         ns = check_namespace(namespace)
         if not ids:
             return [], np.zeros((0, 0), dtype=np.float32)
-        keys = self._keys.get(ns, {})
-        hinted = {keys[i]: i for i in ids if i in keys}
         await self._db.gate()
         with self._db.read() as conn:
             cursor = conn.cursor()
             cursor.row_factory = None
-            found: dict[str, bytes] = {}
-            if hinted:
-                rows = cursor.execute(
-                    "SELECT m.pk, m.id, v.embedding FROM memories AS m NOT INDEXED "
+            found = dict(
+                cursor.execute(
+                    "SELECT m.id, v.embedding FROM memories AS m "
                     "JOIN memory_vectors AS v ON v.pk = m.pk "
-                    f"WHERE m.pk {IN_JSON} AND m.namespace = ?",
-                    (json.dumps(sorted(hinted)), ns),
+                    f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                    (ns, json_list(ids)),
                 ).fetchall()
-                found.update((i, blob) for pk, i, blob in rows if hinted[pk] == i)
-            rest = [i for i in ids if i not in found] if hinted else ids
-            if rest:
-                found.update(
-                    cursor.execute(
-                        "SELECT m.id, v.embedding FROM memories AS m "
-                        "JOIN memory_vectors AS v ON v.pk = m.pk "
-                        f"WHERE m.namespace = ? AND m.id {IN_JSON}",
-                        (ns, json_list(rest)),
-                    ).fetchall()
-                )
+            )
         order = [i for i in dict.fromkeys(ids) if i in found]
         if not order:
             return [], np.zeros((0, 0), dtype=np.float32)
