@@ -47,3 +47,34 @@ async def test_neighbours_per_side_nearest_first_for_every_hit(tmp_path: Path) -
         assert [m.id for m in one["t2"]] == ["t1", "t3"]
     finally:
         await store.close()
+
+
+async def test_a_hit_in_a_large_batch_of_one_timestamp_is_found_by_a_seek(
+    tmp_path: Path,
+) -> None:
+    """A bulk import gives thousands of memories one timestamp. The neighbours of a hit
+    among them are found by seeking the index at the hit, not by reading the rows of
+    the batch up to it (with a table lookup each): the work does not grow with the
+    batch (counted in SQLite's virtual machine steps, which do not depend on timing)."""
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
+    try:
+        batch = [_memory(f"m{i:04d}", 0) for i in range(3000)]
+        await store.put_many("a", batch)
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        with store.database.read() as conn:
+            conn.set_progress_handler(count, 1)
+        try:
+            found = await store.adjacent("a", ["m1500"], within=timedelta(minutes=10), per_side=2)
+        finally:
+            with store.database.read() as conn:
+                conn.set_progress_handler(None, 1)
+        assert [m.id for m in found["m1500"]] == ["m1499", "m1498", "m1501", "m1502"]
+        assert steps < 3000  # about 2 steps a row of the batch before the fix: 12,000+
+    finally:
+        await store.close()

@@ -383,10 +383,13 @@ class MemoryTable:
         `per_side` each way, no further apart than `within`), for a hit's context.
 
         Insertion order breaks ties between memories of one timestamp, so a batch added
-        at once keeps its order. Forgotten and superseded memories are left out. The
-        sides are row values, so the index on (namespace, created_at, pk) is entered at
-        the hit itself: with an OR, a batch of a thousand rows sharing one timestamp was
-        read row by row (with a table lookup each) before the first neighbour.
+        at once keeps its order. Forgotten and superseded memories are left out. Each
+        side is two seeks of the index on (namespace, created_at, pk): the hit's own
+        timestamp past its pk, then the timestamps beyond, only if that found too few.
+        As one condition, with an OR or a row value `(created_at, pk) < (?, ?)`, SQLite
+        bounded the range by `created_at` alone and read the rows of the hit's
+        timestamp one by one (with a table lookup each) up to the hit: about 3.4 ms a
+        side in a bulk import of 60k memories sharing one timestamp, against 0.1 ms.
         """
         ns = check_namespace(namespace)
         out: dict[str, list[Memory]] = {}
@@ -400,24 +403,27 @@ class MemoryTable:
                 f"SELECT id, created_at, pk FROM memories WHERE namespace = ? AND id {IN_JSON}",
                 (ns, json_list(list(dict.fromkeys(ids)))),
             ).fetchall()
+            select = (
+                f"SELECT {columns('m', False)} FROM memories AS m INDEXED BY memories_created "
+                "WHERE namespace = ? AND {side} AND " + live + " ORDER BY {order} LIMIT ?"
+            )
             for origin_id, created, pk in origins:
                 rows: list[sqlite3.Row] = []
-                for before in (True, False):
-                    if before:
-                        order = "created_at DESC, pk DESC"
-                        side = "(created_at, pk) < (?, ?) AND created_at >= ?"
-                        bound = created - gap
-                    else:
-                        order = "created_at, pk"
-                        side = "(created_at, pk) > (?, ?) AND created_at <= ?"
-                        bound = created + gap
-                    rows.extend(
-                        conn.execute(
-                            f"SELECT {columns('m', False)} FROM memories AS m "
-                            f"INDEXED BY memories_created WHERE namespace = ? AND {side} "
-                            f"AND {live} ORDER BY {order} LIMIT ?",
-                            (ns, created, pk, bound, per_side),
+                for before, sign, order in ((True, "<", "DESC"), (False, ">", "ASC")):
+                    bound = created - gap if before else created + gap
+                    reach = ">=" if before else "<="
+                    found = conn.execute(
+                        select.format(side=f"created_at = ? AND pk {sign} ?", order=f"pk {order}"),
+                        (ns, created, pk, per_side),
+                    ).fetchall()
+                    if len(found) < per_side:
+                        found += conn.execute(
+                            select.format(
+                                side=f"created_at {sign} ? AND created_at {reach} ?",
+                                order=f"created_at {order}, pk {order}",
+                            ),
+                            (ns, created, bound, per_side - len(found)),
                         ).fetchall()
-                    )
+                    rows.extend(found)
                 out[origin_id] = [memory_of(row, False) for row in rows]
         return out
