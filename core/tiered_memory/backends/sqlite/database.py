@@ -66,6 +66,21 @@ VERIFY_MAX_BYTES = 512 << 20
 WAL_CHECKPOINT_PAGES = 10_000  # 40 MB of WAL at 4 KB pages before a checkpoint
 
 
+# RETURNING and MATERIALIZED (3.35): the sweep's bulk moves; UPDATE ... FROM (3.33).
+MIN_SQLITE = (3, 35, 0)
+
+
+def _check_sqlite_version(version: tuple[int, int, int]) -> None:
+    """Refuse, before any file is touched, an SQLite too old for the store's SQL: the
+    sweep would otherwise fail with a syntax error at its first bulk move."""
+    if version < MIN_SQLITE:
+        raise ConfigurationError(
+            f"the embedded store needs SQLite {'.'.join(map(str, MIN_SQLITE))} or newer; "
+            f"this Python's sqlite3 module links SQLite {'.'.join(map(str, version))} "
+            "(use a Python build whose sqlite3 module links a newer one)"
+        )
+
+
 def file_state(conn: sqlite3.Connection) -> tuple[int, int, int]:
     """What changes whenever anyone writes to the file, for caches of what a search read:
     the connection (its uncommitted writes are its own), its change count, and
@@ -279,6 +294,7 @@ class SQLiteDatabase:
     def _open_blocking(
         cls, path: str, verify: bool | None, busy_timeout: float, *, in_place: bool = False
     ) -> SQLiteDatabase:
+        _check_sqlite_version(sqlite3.sqlite_version_info)
         in_memory = path == ":memory:"
         if not in_memory:
             file = Path(path)
