@@ -1219,14 +1219,21 @@ class WeaviateMemoryStore:
         names = sorted(t for t in tenants if is_valid_tenant_name(t))
         flags = await asyncio.gather(*(holds_data(t) for t in names))
         occupied = [t for t, ok in zip(names, flags, strict=True) if ok]
-        hashed = await self._registry_namespaces([t for t in occupied if is_hashed_tenant(t)])
+        return await self._namespaces_of(occupied, warn=True)
+
+    async def _namespaces_of(self, tenants: Sequence[str], *, warn: bool) -> list[str]:
+        """The namespaces `tenants` stand for, sorted: a hashed tenant's from the
+        registry, another's decoded from its name; a tenant this store did not make is
+        left out (and logged when `warn`)."""
+        hashed = await self._registry_namespaces([t for t in tenants if is_hashed_tenant(t)])
         out: list[str] = []
-        for tenant in occupied:
+        for tenant in tenants:
             try:
                 namespace = hashed.get(tenant) if is_hashed_tenant(tenant) else None
                 namespace = namespace or namespace_from_tenant(tenant)
             except ValidationError:
-                log.warning("ignoring tenant %r not created by this store", tenant)
+                if warn:
+                    log.warning("ignoring tenant %r not created by this store", tenant)
                 continue
             if namespace is not None:
                 out.append(namespace)
@@ -1579,17 +1586,7 @@ class WeaviateMemoryStore:
             return bool(await self._read_tenant(self.pending_name, tenant, "counting", _count))
 
         occupied = [t for t in found if is_valid_tenant_name(t) and await holds(t)]
-        hashed = await self._registry_namespaces([t for t in occupied if is_hashed_tenant(t)])
-        out: list[str] = []
-        for tenant in occupied:
-            try:
-                namespace = hashed.get(tenant) if is_hashed_tenant(tenant) else None
-                namespace = namespace or namespace_from_tenant(tenant)
-            except ValidationError:
-                continue
-            if namespace is not None:
-                out.append(namespace)
-        return sorted(out)
+        return await self._namespaces_of(occupied, warn=False)
 
     # -- housekeeping -----------------------------------------------------------------------
 
