@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from tests.distinct import distinct_texts
+from tests.engine.clusters import open_clustering
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     ArchivalPolicy,
     AsyncTieredMemory,
-    ConsolidationPolicy,
     HashingEmbedder,
     ManualClock,
     NotFoundError,
@@ -250,12 +250,7 @@ async def test_a_poisoned_memory_in_a_cluster_never_quarantines_its_mates(
     """Near-duplicates are archived under one summary, all or none, so one memory the
     summariser always rejects fails its whole cluster. A memory that failed before is
     archived on its own: its mates go the next run, and only it is set aside."""
-    amem = await memories.open(
-        tmp_path / "m.db",
-        embedder=HashingEmbedder(),
-        clock=clock,
-        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
-    )
+    amem = await open_clustering(memories, tmp_path / "m.db", clock)
     try:
         texts = [
             "Went for a run in the park on Monday morning",

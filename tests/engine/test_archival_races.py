@@ -27,15 +27,13 @@ from typing import Any
 
 import pytest
 
+from tests.engine.clusters import due_cluster, open_clustering
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
-    ConsolidationPolicy,
-    HashingEmbedder,
     ManualClock,
     Memory,
-    Policy,
     Tier,
 )
 from tiered_memory.ports import Summary, SummaryRequest
@@ -368,24 +366,10 @@ async def test_a_forget_of_one_member_keeps_its_whole_cluster_live(
     """A cluster commits whole or not at all: its summary is on one member's record, so
     committing the others without the changed one would leave it, or them, unfound.
     The next sweep archives the cluster again, the forget included."""
-    amem = await memories.open(
-        tmp_path / "c.db",
-        embedder=HashingEmbedder(),
-        clock=clock,
-        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
-    )
+    amem = await open_clustering(memories, tmp_path / "c.db", clock)
     try:
-        texts = [
-            "Went for a run in the park on Monday morning",
-            "Went for a run in the park on Tuesday morning",
-        ]
-        added = await amem.add_many(
-            [{"content": t, "importance": 0.1} for t in texts], namespace=NS, dedup=False
-        )
+        added = await due_cluster(amem, clock, NS)
         ids = [m.id for m in added]
-        clock.advance(days=4)
-        await amem.maintain()
-        clock.advance(days=200)
         amem.archiver.summarizer = Meanwhile(lambda: amem.forget(ids[1], namespace=NS))
         first = await amem.maintain()
         assert first.errors == []
@@ -418,23 +402,9 @@ async def test_a_cluster_archived_mid_replace_of_its_summary_holder_stays_found(
     queue: the original that lists the members goes after it): on a store without
     transactions the replace read the archival's original in the journal before the
     record existed, and queued it without the hand-on."""
-    amem = await memories.open(
-        tmp_path / "c.db",
-        embedder=HashingEmbedder(),
-        clock=clock,
-        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
-    )
+    amem = await open_clustering(memories, tmp_path / "c.db", clock)
     try:
-        texts = [
-            "Went for a run in the park on Monday morning",
-            "Went for a run in the park on Tuesday morning",
-        ]
-        added = await amem.add_many(
-            [{"content": t, "importance": 0.1} for t in texts], namespace=NS, dedup=False
-        )
-        clock.advance(days=4)
-        await amem.maintain()
-        clock.advance(days=200)
+        added = await due_cluster(amem, clock, NS)
         arrived, go = asyncio.Event(), asyncio.Event()
         drafted: list[Any] = []
         commit = amem.archiver.commit

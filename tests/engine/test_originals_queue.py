@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.engine.clusters import due_cluster, open_clustering
 from tests.matrix import MemoryFactory
 from tiered_memory import (
     AsyncTieredMemory,
     BackendUnavailableError,
-    ConsolidationPolicy,
-    HashingEmbedder,
     ManualClock,
-    Policy,
 )
 from tiered_memory.ports import PendingOriginal
 
@@ -154,23 +152,9 @@ async def test_the_queue_is_per_namespace(
 async def test_a_cluster_summary_is_handed_on_once_the_object_store_is_back(
     tmp_path: Path, clock: ManualClock, memories: MemoryFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    amem = await memories.open(
-        tmp_path / "c.db",
-        embedder=HashingEmbedder(),
-        clock=clock,
-        policy=Policy(consolidation=ConsolidationPolicy(archive_clusters=True)),
-    )
+    amem = await open_clustering(memories, tmp_path / "c.db", clock)
     try:
-        texts = [
-            "Went for a run in the park on Monday morning",
-            "Went for a run in the park on Tuesday morning",
-        ]
-        added = await amem.add_many(
-            [{"content": t, "importance": 0.1} for t in texts], namespace=NS, dedup=False
-        )
-        clock.advance(days=4)
-        await amem.maintain()
-        clock.advance(days=200)
+        added = await due_cluster(amem, clock, NS)
         assert (await amem.maintain()).count("archive_clusters") == 1
         records = await amem.store.get_archives(NS, [m.id for m in added])
         (head,) = [r for r in records.values() if r.summary_embedding is not None]
