@@ -291,6 +291,19 @@ def _untraced(store: SQLiteMemoryStore) -> None:
         conn.set_trace_callback(None)
 
 
+async def _traced_expiry(
+    store: SQLiteMemoryStore, now: datetime
+) -> tuple[lifecycle.HotExpiryMoves, list[str]]:
+    """The bulk HOT expiry at `now` under the default policy, and the statements it ran."""
+    bounds, to_floor = _expiry_bounds(now)
+    statements = _traced(store)
+    try:
+        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
+    finally:
+        _untraced(store)
+    return moves, statements
+
+
 @pytest.mark.parametrize("cached", [True, False])
 async def test_a_bulk_expiry_reads_the_moved_ids_back_only_for_a_cached_partition(
     store: SQLiteMemoryStore, cached: bool
@@ -309,12 +322,7 @@ async def test_a_bulk_expiry_reads_the_moved_ids_back_only_for_a_cached_partitio
     now = T0 + timedelta(days=4)
     facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
     want = lifecycle.hot_expiry(facts, now, Policy())
-    bounds, to_floor = _expiry_bounds(now)
-    statements = _traced(store)
-    try:
-        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    finally:
-        _untraced(store)
+    moves, statements = await _traced_expiry(store, now)
     assert (moves.to_warm, moves.to_cold, moves.through_warm) == (
         len(want.to_warm),
         len(want.to_cold),
@@ -341,16 +349,11 @@ async def test_a_big_bulk_expiry_builds_the_hot_index_again(
             m.tier_changed_at = T0 + timedelta(days=3, hours=23)
     await store.put_many(NS, batch)
     now = T0 + timedelta(days=4)
-    bounds, to_floor = _expiry_bounds(now)
     with store.database.read() as conn:
         schema_sql = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = ?", (HOT_INDEX,)
         ).fetchone()[0]
-    statements = _traced(store)
-    try:
-        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    finally:
-        _untraced(store)
+    moves, statements = await _traced_expiry(store, now)
     assert moves.to_warm + moves.to_cold + moves.through_warm == 36
     assert f"DROP INDEX {HOT_INDEX}" in statements
     with store.database.read() as conn:
@@ -380,12 +383,7 @@ async def test_a_big_bulk_expiry_frees_the_dropped_index_pages_without_zeroing_t
     with store.database.read() as conn:
         conn.execute(f"PRAGMA secure_delete = {mode}")
     now = T0 + timedelta(days=4)
-    bounds, to_floor = _expiry_bounds(now)
-    statements = _traced(store)
-    try:
-        moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    finally:
-        _untraced(store)
+    moves, statements = await _traced_expiry(store, now)
     assert moves.to_warm + moves.to_cold + moves.through_warm == 40
     drop = statements.index(f"DROP INDEX {sqlite_sweep.TIER_INDEX}")
     fast = [i for i, s in enumerate(statements) if s == "PRAGMA secure_delete = FAST"]
