@@ -12,6 +12,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 import snowballstemmer
 from hypothesis import given, settings
@@ -20,7 +21,6 @@ from hypothesis import strategies as st
 from tiered_memory import lexicon
 from tiered_memory.lexicon import (
     LexicalStatistics,
-    Posting,
     bm25,
     query_terms,
     stem,
@@ -169,13 +169,17 @@ def test_bm25_equals_fts5(fts: sqlite3.Connection) -> None:
         tokens=sum(lengths.values()),
         frequencies={t: sum(1 for c in counts.values() if t in c) for t in terms},
     )
-    postings = [
-        Posting(term, pk, counts[pk][term], lengths[pk])
-        for term in terms
-        for pk in docs
-        if term in counts[pk]
-    ]
-    assert bm25(stats, terms, postings) == expected
+    postings = np.array(
+        [
+            (i, pk, counts[pk][term], lengths[pk])
+            for i, term in enumerate(terms)
+            for pk in docs
+            if term in counts[pk]
+        ],
+        dtype=np.int64,
+    )
+    documents, scores = bm25(stats, terms, *postings.T)
+    assert dict(zip(documents.tolist(), scores.tolist(), strict=True)) == expected
 
 
 # Texts as the index's write path meets them: mostly ASCII words, some of them in

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiered_memory.lexicon import LexicalStatistics, bm25, query_terms
+from tiered_memory.lexicon import LexicalStatistics, query_terms
 from tiered_memory.models import LIVE_TIERS, Tier
 from tiered_memory.ports import ScoredMemory, SearchFilter
 from tiered_memory.validation import check_k, check_namespace
@@ -36,13 +36,6 @@ DEFAULT_LEXICAL_ROWS = 1_000
 ScoreKey = tuple[int, tuple[str, ...], tuple[int, int, int]]
 
 _NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
-
-
-def _best_first(scores: dict[int, float]) -> list[tuple[int, float]]:
-    """Best score first; equal scores newest first (higher pk: inserted later), the
-    recency prior a memory wants when the words cannot tell two texts apart (ids made
-    by `new_id` are time-ordered too, but a caller's own ids need not be)."""
-    return sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
 
 
 class LexicalSearch:
@@ -169,7 +162,7 @@ class LexicalSearch:
         key = (ns, tuple(terms), file_state(conn))
         if self._last_scores is not None and self._last_scores[0] == key:
             return self._last_scores[1]
-        scored = _best_first(bm25(stats, terms, lexicon.postings(conn, ns, terms)))
+        scored = lexicon.ranked(conn, ns, stats, terms)
         self._last_scores = (key, scored)
         return scored
 
@@ -249,4 +242,4 @@ def _among_ids(
     ]
     if not pks:
         return []
-    return _best_first(bm25(stats, terms, lexicon.postings(conn, lexicon_id, terms, pks)))
+    return lexicon.ranked(conn, lexicon_id, stats, terms, pks)

@@ -54,7 +54,14 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 
-from tiered_memory.lexicon import LexicalStatistics, Posting, term_counts, tokenizer_version
+import numpy as np
+
+from tiered_memory.lexicon import (
+    LexicalStatistics,
+    bm25,
+    term_counts,
+    tokenizer_version,
+)
 
 from .sql import IN_JSON
 
@@ -422,32 +429,48 @@ def statistics(
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
-# A term's postings in both trees, each with its document's length.
-_POSTINGS_OF = " UNION ALL ".join(
-    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
-    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term"
+# The postings of the query's term number {i} (`ranked`), tagged with that number.
+_TERM_POSTINGS_OF = " UNION ALL ".join(
+    f"SELECT {{i}}, p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :t{i}"
     for table in _POSTINGS
 )
-_POSTINGS_AMONG = " UNION ALL ".join(
-    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
-    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term "
+_TERM_POSTINGS_AMONG = " UNION ALL ".join(
+    f"SELECT {{i}}, p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :t{i} "
     "AND p.pk IN (SELECT value FROM json_each(:pks))"
     for table in _POSTINGS
 )
 
 
-def postings(
-    conn: sqlite3.Connection, ns: int, terms: Sequence[str], pks: Sequence[int] | None = None
-) -> list[Posting]:
-    """The postings of `terms` in namespace number `ns`, of the documents `pks` only if
-    given, term by term in the order of `terms`."""
-    found: list[Posting] = []
+def ranked(
+    conn: sqlite3.Connection,
+    ns: int,
+    stats: LexicalStatistics,
+    terms: Sequence[str],
+    pks: Sequence[int] | None = None,
+) -> list[tuple[int, float]]:
+    """(pk, BM25) of every document of namespace number `ns` (of `pks` only, if given)
+    holding one of `terms`, best first, equal scores newest first (higher pk).
+
+    One statement reads every term's postings (a statement a term before), scored by
+    `tiered_memory.lexicon.bm25` over arrays.
+    """
+    if not terms:
+        return []
     among = None if pks is None else json.dumps(list(pks))
-    for term in terms:
-        if among is None:
-            cursor = conn.execute(_POSTINGS_OF, {"ns": ns, "term": term})
-        else:
-            cursor = conn.execute(_POSTINGS_AMONG, {"ns": ns, "term": term, "pks": among})
-        cursor.row_factory = None  # plain tuples
-        found.extend([Posting(term, pk, tf, length) for pk, tf, length in cursor])
-    return found
+    statement = " UNION ALL ".join(
+        (_TERM_POSTINGS_OF if among is None else _TERM_POSTINGS_AMONG).format(i=i)
+        for i in range(len(terms))
+    )
+    params: dict[str, object] = {"ns": ns, "pks": among}
+    params.update((f"t{i}", term) for i, term in enumerate(terms))
+    cursor = conn.cursor()
+    cursor.row_factory = None  # plain tuples
+    rows = cursor.execute(statement, params).fetchall()
+    if not rows:
+        return []
+    table = np.array(rows, dtype=np.int64)
+    documents, scores = bm25(stats, terms, table[:, 0], table[:, 1], table[:, 2], table[:, 3])
+    order = np.lexsort((-documents, -scores))
+    return list(zip(documents[order].tolist(), scores[order].tolist(), strict=True))
