@@ -429,15 +429,15 @@ def statistics(
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
-# The postings of the query's term number {i} (`ranked`), tagged with that number.
-_TERM_POSTINGS_OF = " UNION ALL ".join(
-    f"SELECT {{i}}, p.pk, p.tf, d.length FROM {table} AS p "
-    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :t{i}"
+# A term's postings in every tree, each with its document's length (`ranked`).
+_POSTINGS_OF = " UNION ALL ".join(
+    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term"
     for table in _POSTINGS
 )
-_TERM_POSTINGS_AMONG = " UNION ALL ".join(
-    f"SELECT {{i}}, p.pk, p.tf, d.length FROM {table} AS p "
-    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :t{i} "
+_POSTINGS_AMONG = " UNION ALL ".join(
+    f"SELECT p.pk, p.tf, d.length FROM {table} AS p "
+    "JOIN lexicon_documents AS d ON d.pk = p.pk WHERE p.ns = :ns AND p.term = :term "
     "AND p.pk IN (SELECT value FROM json_each(:pks))"
     for table in _POSTINGS
 )
@@ -453,24 +453,30 @@ def ranked(
     """(pk, BM25) of every document of namespace number `ns` (of `pks` only, if given)
     holding one of `terms`, best first, equal scores newest first (higher pk).
 
-    One statement reads every term's postings (a statement a term before), scored by
-    `tiered_memory.lexicon.bm25` over arrays.
+    Scored by `tiered_memory.lexicon.bm25` over arrays. A statement a term: one
+    UNION ALL of every term's postings took longer (1.6 against 1.3 ms for 4 terms).
     """
     if not terms:
         return []
     among = None if pks is None else json.dumps(list(pks))
-    statement = " UNION ALL ".join(
-        (_TERM_POSTINGS_OF if among is None else _TERM_POSTINGS_AMONG).format(i=i)
-        for i in range(len(terms))
-    )
-    params: dict[str, object] = {"ns": ns, "pks": among}
-    params.update((f"t{i}", term) for i, term in enumerate(terms))
     cursor = conn.cursor()
     cursor.row_factory = None  # plain tuples
-    rows = cursor.execute(statement, params).fetchall()
-    if not rows:
+    parts: list[np.ndarray] = []
+    for i, term in enumerate(terms):
+        if among is None:
+            rows = cursor.execute(_POSTINGS_OF, {"ns": ns, "term": term}).fetchall()
+        else:
+            rows = cursor.execute(
+                _POSTINGS_AMONG, {"ns": ns, "term": term, "pks": among}
+            ).fetchall()
+        if rows:
+            found = np.empty((len(rows), 4), dtype=np.int64)
+            found[:, 0] = i
+            found[:, 1:] = rows
+            parts.append(found)
+    if not parts:
         return []
-    table = np.array(rows, dtype=np.int64)
+    table = np.concatenate(parts)
     documents, scores = bm25(stats, terms, table[:, 0], table[:, 1], table[:, 2], table[:, 3])
     order = np.lexsort((-documents, -scores))
     return list(zip(documents[order].tolist(), scores[order].tolist(), strict=True))

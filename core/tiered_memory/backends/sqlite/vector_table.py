@@ -66,9 +66,11 @@ DEFAULT_CACHE_ROWS = 2_000_000
 BULK_MOVE_ROWS = 2000
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the scores)
-# An approximate search asks the index for 2k (at least k + 32) candidates, then 4x more
+# An approximate search asks the index for 2k (at least k + 8) candidates, then 4x more
 # while too few pass the filters, up to this many; beyond it the tiers are scanned.
-_ANN_EXTRA = 32
+# k + 32 (42 for k = 10) read 42 rows from the file where 20 suffice unless many are
+# filtered out (forgotten, superseded: few), which the 4x retry covers.
+_ANN_EXTRA = 8
 _ANN_MAX_FETCH = 4096
 # When every row of the namespace passes (all live tiers, nothing hidden: dedup and
 # auto-linking), the extra candidates only correct the float16 graph's order: k + 8.
