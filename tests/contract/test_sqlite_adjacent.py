@@ -78,28 +78,3 @@ async def test_a_hit_in_a_large_batch_of_one_timestamp_is_found_by_a_seek(
         assert steps < 3000  # about 2 steps a row of the batch before the fix: 12,000+
     finally:
         await store.close()
-
-
-async def test_the_neighbours_of_many_hits_take_a_fixed_number_of_statements(
-    tmp_path: Path,
-) -> None:
-    """Recall asks for the neighbours of 10 hits at once: the seeks of every hit are one
-    statement, not two a side per hit (40 statements for 10 hits before)."""
-    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
-    try:
-        await store.put_many("a", [_memory(f"m{i:02d}", i) for i in range(40)])
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
-            hits = [f"m{i:02d}" for i in range(5, 35, 3)]
-            found = await store.adjacent("a", hits, within=timedelta(minutes=10), per_side=1)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
-        assert {hit: [m.id for m in ms] for hit, ms in found.items()} == {
-            f"m{i:02d}": [f"m{i - 1:02d}", f"m{i + 1:02d}"] for i in range(5, 35, 3)
-        }
-        assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) <= 3
-    finally:
-        await store.close()

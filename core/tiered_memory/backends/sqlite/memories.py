@@ -50,14 +50,6 @@ _INSERT_VECTOR = (
     "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
 )
 VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
-# One seek of `adjacent`: up to `?` live rows on one side of a hit, tagged with the
-# hit's number and the seek's, through the (namespace, created_at, pk) index.
-_SEEK = (
-    "SELECT * FROM (SELECT {n}, {side}, created_at, pk FROM memories "
-    "INDEXED BY memories_created WHERE namespace = ? AND {cond} "
-    "AND tier IN ('hot', 'warm', 'cold') AND do_not_inject = 0 AND superseded_by IS NULL "
-    "ORDER BY created_at {order}, pk {order} LIMIT ?)"
-)
 
 
 def columns(alias: str, with_embeddings: bool) -> str:
@@ -398,68 +390,40 @@ class MemoryTable:
         bounded the range by `created_at` alone and read the rows of the hit's
         timestamp one by one (with a table lookup each) up to the hit: about 3.4 ms a
         side in a bulk import of 60k memories sharing one timestamp, against 0.1 ms.
-
-        Every seek of every hit is one statement (a UNION ALL of them), and the rows
-        found are read in full by a second: recall asks for 10 hits' neighbours, and
-        two statements a side with a full row each were 40 statements (about 1 ms at
-        100k, a tenth of a recall) for 20 rows.
         """
         ns = check_namespace(namespace)
         out: dict[str, list[Memory]] = {}
         if not ids or per_side <= 0:
             return out
         gap = int(within.total_seconds() * 1_000_000)
+        live = "tier IN ('hot', 'warm', 'cold') AND do_not_inject = 0 AND superseded_by IS NULL"
         await self._db.gate()
         with self._db.read() as conn:
             origins = conn.execute(
                 f"SELECT id, created_at, pk FROM memories WHERE namespace = ? AND id {IN_JSON}",
                 (ns, json_list(list(dict.fromkeys(ids)))),
             ).fetchall()
-            if not origins:
-                return out
-            seeks: list[str] = []
-            params: list[Any] = []
-            for n, (_, created, pk) in enumerate(origins):
-                for side, sign, reach, order, bound in (
-                    (0, "<", ">=", "DESC", created - gap),
-                    (1, ">", "<=", "ASC", created + gap),
-                ):
-                    # the hit's own timestamp past its pk, then the timestamps beyond
-                    seeks.append(
-                        _SEEK.format(
-                            n=n, side=side, cond=f"created_at = ? AND pk {sign} ?", order=order
-                        )
-                    )
-                    seeks.append(
-                        _SEEK.format(
-                            n=n,
-                            side=side,
-                            cond=f"created_at {sign} ? AND created_at {reach} ?",
-                            order=order,
-                        )
-                    )
-                    params += [ns, created, pk, per_side, ns, created, bound, per_side]
-            cursor = conn.cursor()
-            cursor.row_factory = None  # plain tuples
-            found = cursor.execute(" UNION ALL ".join(seeks), params).fetchall()
-            # nearest first on each side: before the hit descending, after it ascending
-            found.sort(key=lambda r: (r[0], r[1], r[2], r[3]) if r[1] else (r[0], 0, -r[2], -r[3]))
-            picked: list[list[int]] = [[] for _ in origins]
-            taken: dict[tuple[int, int], int] = {}
-            for n, side, _, pk in found:
-                if taken.get((n, side), 0) < per_side:
-                    taken[n, side] = taken.get((n, side), 0) + 1
-                    picked[n].append(pk)
-            wanted = sorted({pk for pks in picked for pk in pks})
-            rows = {
-                row["pk"]: row
-                for row in conn.execute(
-                    f"SELECT m.pk, {columns('m', False)} FROM memories AS m "
-                    "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
-                    (json.dumps(wanted), ns),
-                )
-            }
-            memories = {pk: memory_of(row, False) for pk, row in rows.items()}
-        for (origin_id, _, _), pks in zip(origins, picked, strict=True):
-            out[origin_id] = [memories[pk] for pk in pks if pk in memories]
+            select = (
+                f"SELECT {columns('m', False)} FROM memories AS m INDEXED BY memories_created "
+                "WHERE namespace = ? AND {side} AND " + live + " ORDER BY {order} LIMIT ?"
+            )
+            for origin_id, created, pk in origins:
+                rows: list[sqlite3.Row] = []
+                for before, sign, order in ((True, "<", "DESC"), (False, ">", "ASC")):
+                    bound = created - gap if before else created + gap
+                    reach = ">=" if before else "<="
+                    found = conn.execute(
+                        select.format(side=f"created_at = ? AND pk {sign} ?", order=f"pk {order}"),
+                        (ns, created, pk, per_side),
+                    ).fetchall()
+                    if len(found) < per_side:
+                        found += conn.execute(
+                            select.format(
+                                side=f"created_at {sign} ? AND created_at {reach} ?",
+                                order=f"created_at {order}, pk {order}",
+                            ),
+                            (ns, created, bound, per_side - len(found)),
+                        ).fetchall()
+                    rows.extend(found)
+                out[origin_id] = [memory_of(row, False) for row in rows]
         return out
