@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tiered_memory.backends.sqlite import lexicon as sqlite_lexicon
 from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
-from tiered_memory.lexicon import tokenizer_version
+from tiered_memory.lexicon import query_terms, tokenizer_version
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, Tier
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -526,5 +526,53 @@ async def test_a_schema_6_file_deletes_postings_from_every_tree(
         await store.replace_many("a", [_memory("a9", "a garden")])
         _kept_equals_rebuilt(store)
         assert "a8" not in {i for i, _ in await _search(store, "a", "codes")}
+    finally:
+        await store.close()
+
+
+async def test_document_frequencies_stop_at_the_cap_across_the_trees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's document frequency is exact up to the cap and cap + 1 above it, however
+    its postings are spread over the three trees; a term over the cap in the biggest
+    tree is not counted in the others (each tree counted up to the cap read a common
+    term's entries two or three times; counted in SQLite VM steps, not time)."""
+    monkeypatch.setattr(sqlite_lexicon, "RECENT_POSTINGS", 40)
+    monkeypatch.setattr(sqlite_lexicon, "MIDDLE_POSTINGS", 90)
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
+    try:
+        for batch in range(30):  # 305 memories hold "vault"; every tree gets some
+            await store.put_many(
+                "a",
+                [_memory(f"m{batch}-{i}", f"vault number {batch} {i}") for i in range(10)],
+            )
+        await store.put_many("a", [_memory(f"last{i}", "vault") for i in range(5)])
+        (term,) = query_terms("vault")
+        with store.database.read() as conn:
+            spread = [
+                conn.execute(
+                    f"SELECT count(*) FROM lexicon_{t} WHERE term = ?", (term,)
+                ).fetchone()[0]
+                for t in ("postings", "middle", "recent")
+            ]
+            assert all(spread)
+            assert sum(spread) == 305
+            for cap in (0, 1, 5, 39, 150, 299, 304, 305, 1000):
+                _, stats = sqlite_lexicon.statistics(conn, "a", [term], cap=cap)
+                assert stats.frequencies[term] == min(305, cap + 1)
+            assert sqlite_lexicon.statistics(conn, "a", [term])[1].frequencies[term] == 305
+            steps = 0
+
+            def count() -> int:
+                nonlocal steps
+                steps += 1
+                return 0
+
+            conn.set_progress_handler(count, 1)
+            try:
+                sqlite_lexicon.statistics(conn, "a", [term], cap=20)
+            finally:
+                conn.set_progress_handler(None, 1)
+        assert steps < 200  # ~8 steps an entry in each of the trees before: 500+
     finally:
         await store.close()

@@ -400,11 +400,18 @@ def namespace_id(conn: sqlite3.Connection, namespace: str) -> tuple[int, int, in
     return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
 
-# A term's documents in every tree, each count stopped at :limit (-1: none).
-_FREQUENCY = "SELECT " + " + ".join(
-    f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE ns = :ns AND term = :term LIMIT :limit))"
+# A term's documents in one tree, or :left when it holds at least that many: the probe
+# skips :left - 1 entries (about 3 VM steps each) where counting them costs about 8, and
+# a search only needs to know that a common term is over the cap.
+_FREQUENCY = {
+    table: f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE ns = :ns AND term = :term "
+    f"LIMIT 1 OFFSET :left - 1) THEN :left "
+    f"ELSE (SELECT count(*) FROM {table} WHERE ns = :ns AND term = :term) END"
     for table in _POSTINGS
-)
+}
+_EXACT_FREQUENCY = {
+    table: f"SELECT count(*) FROM {table} WHERE ns = :ns AND term = :term" for table in _POSTINGS
+}
 
 
 def statistics(
@@ -414,18 +421,33 @@ def statistics(
 
     A document frequency above `cap` is reported as `cap + 1` (its exact value costs a
     read of every posting; a search never scores such a term). Without `cap`, exact.
+    The trees are counted biggest first, and a term stops at the first tree that
+    takes it over the cap: counting each tree up to the cap read a common term's 1,001
+    entries in two trees (about 16k VM steps a term, two thirds of a recall's SQL).
     """
     found = namespace_id(conn, namespace)
     if found is None:
         return None, LexicalStatistics(frequencies=dict.fromkeys(terms, 0))
     ns, documents, total = found
-    limit = -1 if cap is None else cap + 1
     frequencies: dict[str, int] = {}
     for term in terms:
-        count = int(
-            conn.execute(_FREQUENCY, {"ns": ns, "term": term, "limit": limit}).fetchone()[0]
-        )
-        frequencies[term] = count if cap is None else min(count, cap + 1)
+        count = 0
+        for table in _POSTINGS:
+            if cap is None:
+                count += int(
+                    conn.execute(_EXACT_FREQUENCY[table], {"ns": ns, "term": term}).fetchone()[0]
+                )
+                continue
+            left = cap + 1 - count
+            count += int(
+                conn.execute(_FREQUENCY[table], {"ns": ns, "term": term, "left": left}).fetchone()[
+                    0
+                ]
+            )
+            if count > cap:
+                count = cap + 1
+                break
+        frequencies[term] = count
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
