@@ -101,9 +101,9 @@ class LexicalSearch:
             found.sort(key=lambda hit: (-hit[0], -hit[1]))
             best = found[:k]
             rows = {
-                row["pk"]: row
+                row[-1]: row
                 for row in conn.execute(
-                    f"SELECT m.pk, {columns('m', False)} FROM memories AS m "
+                    f"SELECT {columns('m', False)}, m.pk FROM memories AS m "
                     "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
                     (json.dumps([pk for _, pk, _ in best]), ns),
                 )
