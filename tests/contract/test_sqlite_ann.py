@@ -562,3 +562,48 @@ async def test_an_index_behind_the_pruned_log_reloads_the_saved_file(tmp_path: P
         _mirrors_the_file(behind, path)  # not the old vectors of the reused pks
     finally:
         await behind.close()
+
+
+async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
+    tmp_path: Path,
+) -> None:
+    """A recall asks for the cosines of its lexical hits right after the vector search
+    for the same query: those among the graph's candidates come from the candidates'
+    exact scores, the others from the file, and all equal a fresh computation."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        memories = _memories(300)
+        await store.put_many(NS, memories)
+        query = _queries()[0]
+        found = await _search(store, query, k=5)  # reads 2k = 10 candidates
+        near = [i for i, _ in found]
+        far = [m.id for m in memories if m.id not in near][:3]
+        statements: list[str] = []
+        with store.database.read() as conn:
+            conn.set_trace_callback(statements.append)
+        try:
+            cached = await store.cosines(NS, query, near)
+            mixed = await store.cosines(NS, query, near + far)
+        finally:
+            with store.database.read() as conn:
+                conn.set_trace_callback(None)
+        reads = [s for s in statements if "memory_vectors" in s]
+        assert len(reads) == 1  # the far ones only, once
+        by_id = {m.id: m for m in memories}
+        q = query / np.linalg.norm(query)
+        for memory_id, cosine in mixed.items():
+            v = _vector(by_id[memory_id])
+            assert cosine == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
+        assert cached == {i: mixed[i] for i in near}
+        await store.put_many(NS, _memories(1, start=900, seed=5))  # the file changed
+        statements.clear()
+        with store.database.read() as conn:
+            conn.set_trace_callback(statements.append)
+        try:
+            await store.cosines(NS, query, near)
+        finally:
+            with store.database.read() as conn:
+                conn.set_trace_callback(None)
+        assert any("memory_vectors" in s for s in statements)  # read again, not kept
+    finally:
+        await store.close()

@@ -103,6 +103,19 @@ class GraphCandidates:
             and self.state == file_state(conn)
         )
 
+    def cosines(self, conn: sqlite3.Connection, ns: str, query: Vector) -> dict[str, float]:
+        """The exact cosines this set holds, when it was read for this namespace and
+        query in the file as it is now (any filters: a cosine does not depend on
+        them); else none. A recall asks for the cosines of its lexical hits, which are
+        mostly among the graph's candidates for the same query."""
+        if (
+            self.namespace != ns
+            or self.query != np.asarray(query, dtype=np.float32).tobytes()
+            or self.state != file_state(conn)
+        ):
+            return {}
+        return dict(zip(self.ids, self.scores, strict=True))
+
     def best(self, parts: Sequence[str], k: int) -> list[tuple[str, float]] | None:
         """The k best (id, cosine) in the tiers `parts`, best first, ties by id; None
         when fewer than k are among these candidates and the graph holds more."""

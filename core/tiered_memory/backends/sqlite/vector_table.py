@@ -664,8 +664,9 @@ class VectorTable:
         self, conn: sqlite3.Connection, ns: str, query: Vector, ids: Sequence[str]
     ) -> dict[str, float]:
         """Cosine of `query` to each live memory of `ids` that has an embedding: from
-        the cached unit rows, without reading and decoding the embeddings; ids in no
-        loaded partition are read from the file."""
+        the cached unit rows, or the last graph search's candidates for this query
+        (`GraphCandidates.cosines`), without reading and decoding the embeddings; the
+        other ids are read from the file."""
         prepared = self.query(conn, query)
         if prepared is None:
             return {}
@@ -676,6 +677,9 @@ class VectorTable:
             index = self.cache.get((ns, tier.value))
             if index is not None:
                 out.update(index.cosines(q, [i for i in ids if i not in out]))
+        if self._graph_candidates is not None and len(out) < len(ids):
+            known = self._graph_candidates.cosines(conn, ns, q)
+            out.update((i, known[i]) for i in ids if i not in out and i in known)
         missing = [i for i in ids if i not in out]
         if missing:
             rows = conn.execute(
