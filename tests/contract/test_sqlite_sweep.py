@@ -15,6 +15,7 @@ import pytest
 from tiered_memory import budget, lifecycle
 from tiered_memory.backends.sqlite import sweep as sqlite_sweep
 from tiered_memory.backends.sqlite import tier_rows, vector_table
+from tiered_memory.backends.sqlite.database import READ_CACHE_KIB
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.backends.sqlite.sweep import scan_index, tier_literal
 from tiered_memory.models import LIVE_TIERS, ArchiveRecord, Memory, MemoryType, Tier
@@ -336,7 +337,7 @@ async def test_a_big_bulk_expiry_holds_its_pages_in_a_grown_cache_and_gives_it_b
         moves = await store.expire_hot(NS, bounds, floor, now, dry_run=False)
         assert moves.to_warm + moves.to_cold + moves.through_warm == 40
     assert sizes
-    assert sizes[0] == (-(sqlite_sweep.READ_CACHE_KIB + 400_000),) * 2
+    assert sizes[0] == (-(READ_CACHE_KIB + 400_000),) * 2
     with store.database.read() as conn:
         after = [conn.execute(f"PRAGMA {s}.cache_size").fetchone()[0] for s in ("main", "temp")]
     assert after == before
