@@ -14,6 +14,7 @@ moves is `vector_table.VectorTable.refresh_moved`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import sqlite3
@@ -33,7 +34,7 @@ from tiered_memory.ports import NO_TIME, Matrix, MemoryFacts, ScanQuery
 from tiered_memory.validation import check_k, check_namespace
 
 from . import tier_rows
-from .database import SQLiteDatabase
+from .database import READ_CACHE_KIB, SQLiteDatabase
 from .memories import MemoryTable, columns, memory_of
 from .sql import IN_JSON, json_list, scan_sql, tier_values
 from .vector_table import VectorTable
@@ -126,9 +127,16 @@ one entry at a random place (ids are random), about 11 us a row, where building 
 index anew sorts every row once (about 3 us a row): 100k rows moved out of 100k took
 2.7 s with the index kept, 1.0 s with it rebuilt."""
 
+MOVE_CACHE_KIB_PER_ROW = 0.5
+"""SQLite page cache a bulk move is given per row it moves, on top of the usual
+`READ_CACHE_KIB` (`_move_cache`): a move of 976k rows at 1M memories dirtied 455 MB of
+pages (the rows' pages, the tier indexes built again, the WARM and COLD ones grown)."""
+MOVE_CACHE_MAX_KIB = 1 << 20
+"""The most page cache a bulk move is given (1 GiB); a bigger move spills the rest."""
+
 HOT_INDEX = "memories_hot_changed"
 _TO_FLOOR_FUNCTION = "tm_time_to_floor"
-_COLD_FUNCTION = "tm_went_cold"
+_DECISIONS = "temp.tm_hot_expiry"
 
 
 class SweepReads:
@@ -343,43 +351,57 @@ class SweepReads:
         assert self._vectors is not None
         assert self._memories is not None
         at = to_micros(tier_move(Tier.COLD, when).tier_changed_at)  # WARM's too
-        tally = _ColdTally()
         # The moved rows' ids are read back only for a cached partition of `ns` to
         # follow (`refresh_moved`): at 976k moved, with nothing cached (a namespace
         # searched through its HNSW index), RETURNING them cost about 1.2 s of CPU for
-        # nothing. The counts come from `tally` (called once per row going COLD) and
-        # the count of due rows, every one of which moves.
+        # nothing.
         want_ids = self._vectors.holds(ns)
-        with self._db.write() as conn:
+        with _move_cache(self._db) as grow_cache, self._db.write() as conn:
             conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
-            conn.create_function(_COLD_FUNCTION, 2, tally)
             due_count = conn.execute(f"SELECT count(*) FROM ({past})", params).fetchone()[0]
+            grow_cache(conn, due_count)
             with (
                 _rebuilt_indexes(conn, due_count) as rebuilt,
                 tier_rows.counted_by_statement(conn, due_count) as counting,
+                _decisions(conn) as decisions,
             ):
                 if HOT_INDEX in rebuilt:  # gone for the move: read the tier in pk order
                     past = past.replace(f"INDEXED BY {HOT_INDEX}", "NOT INDEXED")
-                # Each row's tier is decided once (the MATERIALIZED `d`) and the row
-                # rewritten once: two UPDATEs, COLD then WARM, dirtied every page of the
-                # moved rows twice (their rows interleave), and at a million rows the
-                # pages the first spilled to the log were read back by the second.
-                # Left to the planner, `d` was flattened into the UPDATE and its `tier`
-                # expression computed for each of the three columns that read it: the
-                # Python `time_to_floor` ran 1.03M times for 976k rows moved instead of
-                # 344k (about 0.45 s); materialized, the decision is made once a row.
-                move = (
-                    f"WITH d AS MATERIALIZED (SELECT pk, {keep} AS kept, "
-                    f"CASE WHEN NOT {keep} OR {due} THEN 'cold' ELSE 'warm' END "
-                    f"AS tier {past[past.index('FROM') :]}) "
-                    "UPDATE memories SET tier = d.tier, tier_changed_at = :at, "
-                    f"cold_since = CASE d.tier WHEN 'cold' THEN {_COLD_FUNCTION}(:at, d.kept) "
-                    "END, uses_since_cold = CASE d.tier WHEN 'cold' THEN 0 "
-                    "ELSE uses_since_cold END "
-                    "FROM d WHERE memories.pk = d.pk" + (" RETURNING id, tier" if want_ids else "")
+                # Each row's tier is decided once, by its own statement, into a table
+                # of (pk, cold, kept); the UPDATE then rewrites each row once (two
+                # UPDATEs, COLD then WARM, dirtied every page of the moved rows twice:
+                # their rows interleave) and calls no function of ours. A statement
+                # that calls an application function may fail half-way, so SQLite
+                # keeps a statement journal for it: the original of every page it
+                # changes, copied to a temporary file (40 MB per 100k rows moved,
+                # about 0.25 s). With none, and OR FAIL (a failed CHECK keeps the rows
+                # already changed; the transaction around it is rolled back anyway),
+                # it needs no journal (UPDATE ... FROM the decisions measured no
+                # faster than the lookup by pk below).
+                # CASE short-circuits where OR does not: the floor function runs
+                # only for kept rows not idle long enough, once a row.
+                conn.execute(
+                    f"INSERT INTO {decisions} (pk, cold, kept) SELECT pk, "
+                    f"CASE WHEN NOT {keep} OR {due} THEN 1 ELSE 0 END, "
+                    f"CASE WHEN {keep} THEN 1 ELSE 0 END {past[past.index('FROM') :]}",
+                    params,
                 )
-                moved = conn.execute(move, {**params, "at": at}).fetchall()
-            to_cold = tally.cold
+                move = (
+                    "UPDATE OR FAIL memories "
+                    "SET (tier, tier_changed_at, cold_since, uses_since_cold) = ("
+                    "SELECT CASE d.cold WHEN 1 THEN 'cold' ELSE 'warm' END, :at, "
+                    "CASE d.cold WHEN 1 THEN :at END, "
+                    "CASE d.cold WHEN 1 THEN 0 ELSE memories.uses_since_cold END "
+                    f"FROM {decisions} AS d WHERE d.pk = memories.pk) "
+                    f"WHERE pk IN (SELECT pk FROM {decisions})"
+                    + (" RETURNING id, tier" if want_ids else "")
+                )
+                moved = conn.execute(move, {"at": at}).fetchall()
+                row = conn.execute(
+                    "SELECT coalesce(sum(cold), 0), coalesce(sum(cold AND kept), 0) "
+                    f"FROM {decisions}"
+                ).fetchone()
+            to_cold, through_warm = int(row[0]), int(row[1])
             to_warm = due_count - to_cold
             if counting:
                 tier_rows.move(conn, ns, "hot", {"cold": to_cold, "warm": to_warm})
@@ -389,7 +411,7 @@ class SweepReads:
                     if ids:
                         self._vectors.refresh_moved(conn, ns, ids, tier)
         return HotExpiryMoves(
-            to_warm=to_warm, to_cold=to_cold - tally.kept, through_warm=tally.kept
+            to_warm=to_warm, to_cold=to_cold - through_warm, through_warm=through_warm
         )
 
 
@@ -402,20 +424,6 @@ def _floor_function(time_to_floor: Callable[[MemoryType, int], int]) -> Callable
         return time_to_floor(_TYPES[memory_type], int(use_count))
 
     return cached
-
-
-class _ColdTally:
-    """`tm_went_cold(at, kept)`: the `cold_since` of a row the bulk expiry sends COLD
-    (`at`), counting the rows, and those of them kept (they go through WARM)."""
-
-    def __init__(self) -> None:
-        self.cold = 0
-        self.kept = 0
-
-    def __call__(self, at: int, kept: int) -> int:
-        self.cold += 1
-        self.kept += 1 if kept else 0
-        return at
 
 
 def _facts_of(rows: Sequence[tuple[Any, ...]], use_days: bool) -> MemoryFacts:
@@ -491,3 +499,70 @@ def _fast_secure_delete(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute("PRAGMA secure_delete = 1")
+
+
+@contextlib.contextmanager
+def _decisions(conn: sqlite3.Connection) -> Iterator[str]:
+    """A temporary table of the bulk expiry's decisions, (pk, cold, kept) a due row, for
+    the statements inside (in the caller's transaction); dropped after them. Yields its
+    name.
+
+    Temporary: the connection's own, never in the file (a crash leaves nothing); at a
+    million rows due it holds about 12 MB, in the temporary database's pages. A table
+    left by a move that failed outside a transaction is dropped first."""
+    conn.execute(f"DROP TABLE IF EXISTS {_DECISIONS}")
+    conn.execute(
+        f"CREATE TABLE {_DECISIONS} "
+        "(pk INTEGER PRIMARY KEY, cold INTEGER NOT NULL, kept INTEGER NOT NULL)"
+    )
+    yield _DECISIONS  # on an error, the caller's rollback takes the table away
+    conn.execute(f"DROP TABLE {_DECISIONS}")
+
+
+@contextlib.contextmanager
+def _move_cache(
+    database: SQLiteDatabase,
+) -> Iterator[Callable[[sqlite3.Connection, int], None]]:
+    """For a bulk move inside: a function that grows the connection's page cache to
+    hold the dirty pages of a move of that many rows (`MOVE_CACHE_KIB_PER_ROW`, at most
+    `MOVE_CACHE_MAX_KIB`); after it (the move committed or rolled back), the cache is
+    back to its size and the memory it took goes back to the system.
+
+    Why: with the usual 64 MB, a move of 976k rows at 1M memories spilled its dirty
+    pages to the WAL mid-statement (343 MB, written again at the commit) and sorted
+    the tier index it builds again through temporary files (108 MB): 4.4 s for the
+    UPDATE and 2.7 s for the index, against 2.6 s and 1.2 s with the pages held. The
+    cache frees the pages when it shrinks, but glibc keeps the freed heap (555 MB of
+    RSS after such a move) unless asked to give it back (`malloc_trim`)."""
+    previous: list[tuple[str, int]] = []
+
+    def grow(conn: sqlite3.Connection, rows: int) -> None:
+        extra = int(rows * MOVE_CACHE_KIB_PER_ROW)
+        if extra <= READ_CACHE_KIB // 2:  # fits the usual cache, with room to read
+            return
+        kib = min(MOVE_CACHE_MAX_KIB, READ_CACHE_KIB + extra)
+        for schema in ("main", "temp"):  # temp: the decisions table (~12 MB at 1M rows)
+            size = int(conn.execute(f"PRAGMA {schema}.cache_size").fetchone()[0])
+            if -kib < size:  # a negative size is in KiB; grow only
+                previous.append((schema, size))
+                conn.execute(f"PRAGMA {schema}.cache_size = {-kib}")
+
+    try:
+        yield grow
+    finally:
+        if previous:
+            with database.read() as conn:
+                for schema, size in previous:
+                    conn.execute(f"PRAGMA {schema}.cache_size = {size}")
+                conn.execute("PRAGMA shrink_memory")
+            _release_heap()
+
+
+def _release_heap() -> None:
+    """Give the heap's free memory back to the system where the C library can
+    (glibc's `malloc_trim`); elsewhere nothing. Best effort."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return
+    trim(0)
