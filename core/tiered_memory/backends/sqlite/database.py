@@ -66,7 +66,7 @@ VERIFY_MAX_BYTES = 512 << 20
 WAL_CHECKPOINT_PAGES = 10_000  # 40 MB of WAL at 4 KB pages before a checkpoint
 
 
-# RETURNING and MATERIALIZED (3.35): the sweep's bulk moves; UPDATE ... FROM (3.33).
+# RETURNING (3.35): the sweep's bulk moves; UPDATE ... FROM (3.33).
 MIN_SQLITE = (3, 35, 0)
 
 
