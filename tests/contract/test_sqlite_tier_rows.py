@@ -138,9 +138,10 @@ async def test_a_small_share_of_the_graph_is_found_in_one_graph_search(
                 "a", query, tiers=frozenset({Tier.COLD}), k=5, filters=SearchFilter(exact=True)
             )
             assert [s.memory.id for s in got] == [s.memory.id for s in want]
-        # one graph search per query, asked for k / share candidates (before: 2k, then 4x)
+        # one graph search per query, asked for k / share candidates (before: the first
+        # fetch, then 4x)
         assert len(calls.counts) == 10
-        assert min(calls.counts) >= 8 * max(2 * 5, 5 + vector_table._ANN_EXTRA)
+        assert min(calls.counts) >= 8 * vector_table._ann_fetch(5, ["cold"], SearchFilter())
     finally:
         await store.close()
 
