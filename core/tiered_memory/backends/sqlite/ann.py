@@ -94,11 +94,6 @@ EXPANSION_SEARCH = 128
 # about 6 per candidate, from 64. On the scale vectors at 100k, top-3 recall stays 1.0
 # at 64 for 11 candidates, and a search takes about 2/3 of the time at 128.
 EXPANSION_SEARCH_MIN = 64
-# The batch searches of add_many (dedup and auto-linking: about 3 neighbours of each new
-# memory, out of k + 8 = 11 candidates) explore less still (`batch_expansion`): on the
-# scale vectors their auto-links agree with a beam of 64's (>= 0.98 of them) at 100k
-# and 1M, for about BATCH_EXPANSION / 64 of the search time.
-BATCH_EXPANSION = 48
 # How far a cosine from the graph's float16 rows can be from the exact one, for unit
 # vectors: each factor's rounding is at most 2**-11 of it (Cauchy-Schwarz bounds the
 # sum by 2 * 2**-11 ~ 1e-3); measured at most 4e-5 on the scale vectors.
@@ -258,18 +253,18 @@ class AnnIndex:
     def search_many(self, queries: npt.NDArray[np.float32], count: int) -> list[Keys]:
         """For each (unit) query, the pks of about `count` nearest rows, nearest first:
         the graph's candidates and the buffer's exact best, merged by score."""
-        return self.search_scored(queries, count, _expansion(count))[0]
+        return self.search_scored(queries, count)[0]
 
     def search_scored(
-        self, queries: npt.NDArray[np.float32], count: int, expansion: int
+        self, queries: npt.NDArray[np.float32], count: int
     ) -> tuple[list[Keys], list[npt.NDArray[np.float32]]]:
-        """`search_many` with a beam of `expansion`, and each candidate's cosine: from
-        the graph's float16 rows (within `FLOAT16_ERROR` of the exact one), or exact
-        from the buffer's float32 rows."""
+        """`search_many` with each candidate's cosine: from the graph's float16 rows
+        (within `FLOAT16_ERROR` of the exact one), or exact from the buffer's float32
+        rows."""
         n = queries.shape[0]
         with self._searching():
             if self.graph_rows:
-                self._index.expansion_search = expansion
+                self._index.expansion_search = _expansion(count)
                 found = self._index.search(queries, count, exact=self._exhaustive())
                 graph_keys = np.asarray(found.keys, dtype=np.uint64).reshape(n, -1)
                 distances = np.asarray(found.distances, dtype=np.float32).reshape(n, -1)
@@ -577,11 +572,6 @@ def _cosines(queries: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) ->
 def _expansion(count: int) -> int:
     """The beam of a graph search for `count` candidates (EXPANSION_SEARCH_MIN)."""
     return max(count, min(EXPANSION_SEARCH, max(EXPANSION_SEARCH_MIN, 6 * count)))
-
-
-def batch_expansion(count: int) -> int:
-    """The beam of a batch search for `count` candidates (BATCH_EXPANSION)."""
-    return max(count, BATCH_EXPANSION)
 
 
 def digest_of(namespace: str) -> str:

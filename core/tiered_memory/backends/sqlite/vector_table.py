@@ -639,16 +639,16 @@ class VectorTable:
         best: list[list[tuple[str, float]]],
         fetch: int,
     ) -> list[int]:
-        """`_ann_best` for many queries: one batched graph search (a smaller beam:
-        `ann.batch_expansion`), one SQL read of their candidates. Fills `best`; returns
-        the queries too few candidates passed for, each retried alone (`_ann_best`),
-        and those still short left to scan.
+        """`_ann_best` for many queries: one batched graph search, one SQL read of their
+        candidates. Fills `best`; returns the queries too few candidates passed for,
+        each retried alone (`_ann_best`), and those still short left to scan.
 
         When every row passes (dedup and auto-linking), only the candidates whose
         approximate cosine could still rank them among a query's k best are read and
-        re-scored (`_shortlist`): about 4 of 11, where reading their float32 rows was
-        most of the search at 1M memories. The k best are those of a re-score of all."""
-        found, scores = index.search_scored(units, fetch, ann.batch_expansion(fetch))
+        re-scored (`_shortlist`): about 4 of 11, where reading all their float32 rows
+        was a third of the batch search at 1M memories. The k best are those a
+        re-score of all would give."""
+        found, scores = index.search_scored(units, fetch)
         answered: list[list[tuple[str, float]] | None]
         if _passes_all(parts, filters):
             short = [_shortlist(s, k) for s in scores]
