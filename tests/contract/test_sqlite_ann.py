@@ -5,6 +5,7 @@ still available per call. A tiny `ann_min_rows` puts small test data on that pat
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -605,5 +606,51 @@ async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
             with store.database.read() as conn:
                 conn.set_trace_callback(None)
         assert any("memory_vectors" in s for s in statements)  # read again, not kept
+    finally:
+        await store.close()
+
+
+DEDUP = SearchFilter(include_forgotten=True, include_superseded=True)  # what add_many asks
+
+
+async def test_the_dedup_batch_search_re_reads_only_candidates_that_may_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add_many's batch search (every row passes) reads from the file only the
+    candidates whose float16 cosine could place them among a query's k best; its
+    answers stay those of one search per query (ties at every rank included) and of
+    a scan."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _memories(300)
+        for i, memory in enumerate(batch):
+            if i % 50 < 6:  # exact copies of an earlier row: ties at every rank
+                memory.embedding = batch[i - i % 50].embedding
+        await store.put_many(NS, batch)
+        queries = np.concatenate([_queries(5), _vector(batch[50])[None, :]])
+        await store.vector_search_many(NS, queries[:1], tiers=LIVE_TIERS, k=1, filters=DEDUP)
+        _index(store).fold()  # the graph answers (the buffer is scanned exactly)
+        read: list[int] = []
+        table = store._vectors
+        candidates = table._candidates
+
+        def counted(*args: object, **kwargs: object) -> object:
+            read.append(len(args[2]))  # type: ignore[arg-type]
+            return candidates(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(table, "_candidates", counted)
+        k = 3
+        many = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=k, filters=DEDUP)
+        fetch = k + 8  # `_ann_fetch` when every row passes
+        assert 0 < sum(read) < len(queries) * fetch / 2
+        exact = await store.vector_search_many(
+            NS, queries, tiers=LIVE_TIERS, k=k, filters=dataclasses.replace(DEDUP, exact=True)
+        )
+        for q, got, want in zip(queries, many, exact, strict=True):
+            one = await store.vector_search(NS, q, tiers=LIVE_TIERS, k=k, filters=DEDUP)
+            assert [i for i, _ in got] == [s.memory.id for s in one]
+            assert np.allclose([s for _, s in got], [s.score for s in one], atol=1e-6)
+            # a scan breaks ties beyond its k best its own way: the same cosines
+            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
     finally:
         await store.close()
