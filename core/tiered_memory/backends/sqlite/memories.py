@@ -22,7 +22,7 @@ from tiered_memory.epoch import (
     to_micros_or_none,
 )
 from tiered_memory.errors import ValidationError
-from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier
+from tiered_memory.models import LIVE_TIERS, Memory, MemoryType, Tier, filled
 from tiered_memory.ports import AccessRecord, MemoryPatch, Vector
 from tiered_memory.validation import check_id, check_importance, check_namespace, check_vector
 
@@ -67,7 +67,6 @@ def to_json(value: Any, what: str) -> str:
         raise ValidationError(f"{what} must be JSON-serialisable without NaN: {e}") from e
 
 
-_MEMORY_FIELDS = frozenset(Memory.model_fields)
 _MEMORY_TYPES = {t.value: t for t in MemoryType}
 _TIERS = {t.value: t for t in Tier}
 
@@ -127,14 +126,7 @@ def memory_of(row: sqlite3.Row, with_embedding: bool) -> Memory:
         "cold_since": from_micros_or_none(cold_since),
         "tier_changed_at": from_micros_or_none(tier_changed_at),
     }
-    if values.keys() != _MEMORY_FIELDS:  # Memory gained a field this mapping lacks
-        return Memory.model_validate(values)
-    memory = Memory.__new__(Memory)
-    object.__setattr__(memory, "__dict__", values)
-    object.__setattr__(memory, "__pydantic_fields_set__", set(_MEMORY_FIELDS))
-    object.__setattr__(memory, "__pydantic_extra__", None)
-    object.__setattr__(memory, "__pydantic_private__", None)
-    return memory
+    return filled(Memory, values)
 
 
 def _use_days(days: Sequence[date], keep: int) -> str:
