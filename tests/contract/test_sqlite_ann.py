@@ -61,6 +61,16 @@ def _memories(n: int, start: int = 0, seed: int = 0, ns: str = NS) -> list[Memor
     ]
 
 
+def _with_copies(n: int) -> list[Memory]:
+    """`_memories(n)` where rows 1-5 of every 50 are exact copies of the 50th's vector:
+    ties at every rank."""
+    batch = _memories(n)
+    for i, memory in enumerate(batch):
+        if i % 50 < 6:
+            memory.embedding = batch[i - i % 50].embedding
+    return batch
+
+
 def _queries(n: int = 20, seed: int = 99) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
 
@@ -473,10 +483,8 @@ async def test_the_batched_search_ranks_as_one_search_per_query(tmp_path: Path) 
     pass (a rare filter) asks again on its own, as a single search would."""
     store = await _open(tmp_path / "a.db")
     try:
-        batch = _memories(300)
+        batch = _with_copies(300)
         for i, memory in enumerate(batch):
-            if i % 50 < 6:  # exact copies of an earlier row: ties at every rank
-                memory.embedding = batch[i - i % 50].embedding
             memory.pinned = i % 11 == 0
             if i % 3 == 0:
                 memory.tier = Tier.WARM
@@ -622,10 +630,7 @@ async def test_the_dedup_batch_search_re_reads_only_candidates_that_may_rank(
     a scan."""
     store = await _open(tmp_path / "a.db")
     try:
-        batch = _memories(300)
-        for i, memory in enumerate(batch):
-            if i % 50 < 6:  # exact copies of an earlier row: ties at every rank
-                memory.embedding = batch[i - i % 50].embedding
+        batch = _with_copies(300)
         await store.put_many(NS, batch)
         queries = np.concatenate([_queries(5), _vector(batch[50])[None, :]])
         await store.vector_search_many(NS, queries[:1], tiers=LIVE_TIERS, k=1, filters=DEDUP)

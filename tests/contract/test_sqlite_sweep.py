@@ -213,6 +213,31 @@ async def test_a_bulk_expiry_moves_what_the_rule_moves_and_keeps_the_tier_index(
     )
 
 
+async def _kept_and_used_lately(
+    store: SQLiteMemoryStore,
+) -> tuple[
+    lifecycle.HotExpiry,
+    lifecycle.HotExpiryBounds,
+    Callable[[MemoryType, int], int],
+    datetime,
+]:
+    """30 HOT memories kept (important or used) and used lately, so only the floor rule
+    decides them; what the rule decides four days on, with the expiry's arguments."""
+    batch = [
+        m.model_copy(update={"importance": 0.9, "use_count": i % 2})
+        for i, m in enumerate(memories(30))
+    ]
+    await store.put_many(NS, batch)
+    now = T0 + timedelta(days=4)
+    facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
+    bounds, to_floor = _expiry_bounds(now)
+    return lifecycle.hot_expiry(facts, now, Policy()), bounds, to_floor, now
+
+
+def _counts(want: lifecycle.HotExpiry) -> lifecycle.HotExpiryMoves:
+    return lifecycle.HotExpiryMoves(len(want.to_warm), len(want.to_cold), len(want.through_warm))
+
+
 @pytest.mark.parametrize("share", [0.25, 2.0])  # the tier index rebuilt, or kept
 async def test_a_bulk_expiry_decides_each_row_once(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, share: float
@@ -237,23 +262,10 @@ async def test_a_bulk_expiry_decides_each_row_once(
         return call
 
     monkeypatch.setattr(sqlite_sweep, "_floor_function", counting)
-    # kept (important or used) and used lately: only the floor rule decides them
-    batch = [
-        m.model_copy(update={"importance": 0.9, "use_count": i % 2})
-        for i, m in enumerate(memories(30))
-    ]
-    await store.put_many(NS, batch)
-    now = T0 + timedelta(days=4)
-    facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
-    want = lifecycle.hot_expiry(facts, now, Policy())
-    bounds, to_floor = _expiry_bounds(now)
+    want, bounds, to_floor, now = await _kept_and_used_lately(store)
     moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    assert (moves.to_warm, moves.to_cold, moves.through_warm) == (
-        len(want.to_warm),
-        len(want.to_cold),
-        len(want.through_warm),
-    )
-    assert 0 < calls <= len(batch)
+    assert moves == _counts(want)
+    assert 0 < calls <= 30
 
 
 @pytest.mark.parametrize("share", [0.25, 2.0])  # the tier index rebuilt, or kept
@@ -277,26 +289,14 @@ async def test_a_bulk_expiry_rewrites_the_rows_without_calling_a_python_function
         return call
 
     monkeypatch.setattr(sqlite_sweep, "_floor_function", recording)
-    batch = [  # kept and used lately: the floor rule decides them
-        m.model_copy(update={"importance": 0.9, "use_count": i % 2})
-        for i, m in enumerate(memories(30))
-    ]
-    await store.put_many(NS, batch)
-    now = T0 + timedelta(days=4)
-    facts = await store.scan_facts(NS, ScanQuery(tiers=frozenset({Tier.HOT}), limit=100))
-    want = lifecycle.hot_expiry(facts, now, Policy())
-    bounds, to_floor = _expiry_bounds(now)
+    want, bounds, to_floor, now = await _kept_and_used_lately(store)
     with store.database.read() as conn:
         conn.set_trace_callback(statements.append)
     try:
         moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
     finally:
         _untraced(store)
-    assert (moves.to_warm, moves.to_cold, moves.through_warm) == (
-        len(want.to_warm),
-        len(want.to_cold),
-        len(want.through_warm),
-    )
+    assert moves == _counts(want)
     assert during
     assert not [s for s in during if "UPDATE" in s.upper()]
     assert [s for s in statements if "UPDATE" in s.upper() and " memories " in s]
