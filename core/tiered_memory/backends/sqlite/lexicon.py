@@ -414,6 +414,10 @@ _EXACT_FREQUENCY = {
 }
 
 
+def _documents(conn: sqlite3.Connection, sql: str, params: dict[str, object]) -> int:
+    return int(conn.execute(sql, params).fetchone()[0])
+
+
 def statistics(
     conn: sqlite3.Connection, namespace: str, terms: Sequence[str], *, cap: int | None = None
 ) -> tuple[int | None, LexicalStatistics]:
@@ -431,23 +435,18 @@ def statistics(
     ns, documents, total = found
     frequencies: dict[str, int] = {}
     for term in terms:
-        count = 0
-        for table in _POSTINGS:
-            if cap is None:
-                count += int(
-                    conn.execute(_EXACT_FREQUENCY[table], {"ns": ns, "term": term}).fetchone()[0]
-                )
-                continue
-            left = cap + 1 - count
-            count += int(
-                conn.execute(_FREQUENCY[table], {"ns": ns, "term": term, "left": left}).fetchone()[
-                    0
-                ]
+        params = {"ns": ns, "term": term}
+        if cap is None:
+            frequencies[term] = sum(
+                _documents(conn, _EXACT_FREQUENCY[t], params) for t in _POSTINGS
             )
+            continue
+        count = 0
+        for table in _POSTINGS:  # the biggest tree first
+            count += _documents(conn, _FREQUENCY[table], {**params, "left": cap + 1 - count})
             if count > cap:
-                count = cap + 1
                 break
-        frequencies[term] = count
+        frequencies[term] = min(count, cap + 1)
     return ns, LexicalStatistics(documents=documents, tokens=total, frequencies=frequencies)
 
 
