@@ -22,7 +22,7 @@ import numpy as np
 
 from .breaker import CircuitBreaker
 from .cues import QueryCues, cue_bonus, is_reply, read_query
-from .models import ArchiveRecord, Hit, Memory, SearchResults, Tier
+from .models import ArchiveRecord, Hit, Memory, ScoreTerms, SearchResults, Tier, filled
 from .policy import FusionWeights, Policy
 from .ports import (
     AssociationGraph,
@@ -544,26 +544,35 @@ class Retriever:
             # (Direct searches of small tiers return every row, related or not.)
             via_graph = bool(cand.graph) and not self._is_related(cand, plan.weights)
             phase = 2 if via_graph else cand.phase
-            hits.append(
-                Hit(memory=m, tier=m.tier, score=score, terms=terms, phase=phase, via=cand.via)
-            )
+            hits.append(_hit(m, m.tier, score, terms, phase, cand.via))
         for j, (record, cosine) in enumerate(archived):
             i = live_n + j
             view = archived_view(record)
             terms = score_terms(
                 view, now, self.policy, relevance=relevance[i], cosine=cosine, vector=nv[i]
             )
-            hits.append(
-                Hit(
-                    memory=view,
-                    tier=Tier.ARCHIVED,
-                    score=terms.score,
-                    terms=terms,
-                    phase=4,
-                )
-            )
+            hits.append(_hit(view, Tier.ARCHIVED, terms.score, terms, 4, None))
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits
+
+
+def _hit(
+    memory: Memory, tier: Tier, score: float, terms: ScoreTerms, phase: int, via: str | None
+) -> Hit:
+    """A ranked hit, built without a second validation (`models.filled`): every part
+    comes from this module's own scoring."""
+    return filled(
+        Hit,
+        {
+            "memory": memory,
+            "tier": tier,
+            "score": float(score),
+            "terms": terms,
+            "phase": phase,
+            "via": via,
+            "tokens": 0,
+        },
+    )
 
 
 def _cosines_of(query: Vector, memories: Iterable[Memory]) -> dict[str, float]:

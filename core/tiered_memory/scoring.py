@@ -15,7 +15,7 @@ from datetime import datetime
 
 from . import decay
 from .errors import ValidationError
-from .models import Memory, ScoreTerms, Tier
+from .models import Memory, ScoreTerms, Tier, filled
 from .policy import FusionWeights, Policy, ScoringWeights
 
 _WEIGHT_ALIASES = {
@@ -138,19 +138,24 @@ def score_terms(
         ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
     freq = decay.frequency(memory.use_count, dp.frequency_saturation)
     score, factor = final_score(relevance, ret, freq, memory.tier, policy.scoring)
-    return ScoreTerms(
-        cosine=cosine,
-        vector=vector,
-        lexical=lexical,
-        graph=graph,
-        cues=cues,
-        relevance=relevance,
-        retention=ret,
-        recency=r,
-        half_life_days=h,
-        frequency=freq,
-        tier_factor=factor,
-        score=score,
+    # Built without a second validation (`models.filled`): a recall scores ~150
+    # candidates, and validating each one's terms cost more than computing them.
+    return filled(
+        ScoreTerms,
+        {
+            "cosine": float(cosine),
+            "vector": float(vector),
+            "lexical": float(lexical),
+            "graph": float(graph),
+            "cues": float(cues),
+            "relevance": float(relevance),
+            "retention": float(ret),
+            "recency": float(r),
+            "half_life_days": float(h),
+            "frequency": float(freq),
+            "tier_factor": float(factor),
+            "score": float(score),
+        },
     )
 
 
