@@ -25,6 +25,7 @@ from tiered_memory.validation import check_k, check_namespace
 
 from . import lexicon
 from .database import SQLiteDatabase, file_state
+from .locator import RowLocator
 from .memories import columns, memory_of
 from .sql import IN_JSON, json_list, search_filter_sql, tier_values
 
@@ -41,9 +42,16 @@ _NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
 class LexicalSearch:
     """BM25 search over the lexicon of one open file; `rows` bounds a search's work."""
 
-    def __init__(self, database: SQLiteDatabase, *, rows: int = DEFAULT_LEXICAL_ROWS) -> None:
+    def __init__(
+        self,
+        database: SQLiteDatabase,
+        *,
+        rows: int = DEFAULT_LEXICAL_ROWS,
+        locator: RowLocator | None = None,
+    ) -> None:
         self._db = database
         self.rows = rows
+        self._locator = locator  # told where the hits' rows are (for their cosines)
         self._last_scores: tuple[ScoreKey, list[tuple[int, float]]] | None = None
         self._passing: _Passing | None = None  # the last search's rows, for its next phase
 
@@ -108,6 +116,8 @@ class LexicalSearch:
                     (json.dumps([pk for _, pk, _ in best]), ns),
                 )
             }
+        if self._locator is not None:
+            self._locator.note(ns, ((row[1], pk) for pk, row in rows.items()))
         return [
             ScoredMemory(memory_of(rows[pk], False), max(0.0, score))
             for score, pk, _ in best

@@ -108,7 +108,7 @@ class SQLiteMemoryStore:
         self._vectors = VectorTable(database, cache_rows=cache_rows, ann_min_rows=ann_min_rows)
         self._memories = MemoryTable(database, self._vectors, use_days_kept=use_days_kept)
         self._archives = ArchiveTable(database, self._vectors, self._memories)
-        self._lexical = LexicalSearch(database, rows=lexical_rows)
+        self._lexical = LexicalSearch(database, rows=lexical_rows, locator=self._vectors.locator)
         self._sweep = SweepReads(database, self._vectors, self._memories)
         self._journal = ArchivalJournal(database)
         self._pending = PendingOriginals(database)

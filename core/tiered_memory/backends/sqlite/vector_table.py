@@ -22,6 +22,7 @@ unless a search needs a scan: its vectors stay in the index as float16.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -41,6 +42,7 @@ from .archive_rows import code_rows
 from .codes import CalibratedIndex
 from .database import SQLiteDatabase
 from .graph_candidates import GraphCandidates
+from .locator import RowLocator
 from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
 from .vectors import (
     FORGOTTEN,
@@ -144,6 +146,7 @@ class VectorTable:
         self._ann_dirty = False  # an index caught up inside a transaction
         self._warned_missing = False
         self._graph_candidates: GraphCandidates | None = None  # the last graph search's
+        self.locator = RowLocator()  # pks of rows a search just read (`cosines`)
         self._folder = None if database.path == ":memory:" else Path(f"{database.path}.ann")
         database.on_rollback(self._rolled_back)
         database.on_commit(self._committed)
@@ -731,16 +734,35 @@ class VectorTable:
             out.update((i, known[i]) for i in ids if i not in out and i in known)
         missing = [i for i in ids if i not in out]
         if missing:
-            rows = conn.execute(
-                f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
-                f"WHERE m.namespace = ? AND m.id {IN_JSON}",
-                (ns, json_list(missing)),
-            ).fetchall()
+            rows = self._located_rows(conn, ns, missing)
+            found = {r[0] for r in rows}
+            rest = [i for i in missing if i not in found]
+            if rest:
+                rows += conn.execute(
+                    f"SELECT m.id, v.embedding FROM {_CACHE_FROM} "
+                    f"WHERE m.namespace = ? AND m.id {IN_JSON}",
+                    (ns, json_list(rest)),
+                ).fetchall()
             if rows:  # one matrix product (a large namespace caches no partition)
                 matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
                 scores = unit_rows(matrix.reshape(len(rows), -1).astype(np.float32)) @ q
                 out.update(zip((r[0] for r in rows), scores.tolist(), strict=True))
         return out
+
+    def _located_rows(
+        self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]
+    ) -> list[tuple[str, bytes]]:
+        """(id, embedding) of the ids whose pk a search just noted (`RowLocator`), read
+        by pk; a row whose pk now holds another memory is left out (read by id)."""
+        located = self.locator.pks(ns, ids)
+        if not located:
+            return []
+        rows = conn.execute(
+            f"SELECT m.id, v.embedding, m.pk FROM {_CACHE_FROM} "
+            "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
+            (json.dumps(sorted(located.values())), ns),
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows if located.get(r[0]) == r[2]]
 
 
 def _ann_fetch(k: int, parts: Sequence[str], filters: SearchFilter) -> int:
