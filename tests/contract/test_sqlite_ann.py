@@ -643,7 +643,8 @@ async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
             with store.database.read() as conn:
                 conn.set_trace_callback(None)
         reads = [s for s in statements if "memory_vectors" in s]
-        assert reads and all("m.id IN" not in s for s in reads)
+        assert reads
+        assert all("m.id IN" not in s for s in reads)
         by_id = {m.id: m for m in memories}
         q = query / np.linalg.norm(query)
         assert set(cosines) == set(ids)
@@ -668,52 +669,37 @@ async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
         await store.close()
 
 
-async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
+async def test_a_vector_search_reads_its_hits_once_and_never_a_stale_row(
     tmp_path: Path,
 ) -> None:
-    """The lexical search reads its hits by pk; their cosines are then read by that pk,
-    not through the (namespace, id) index. A pk that now holds another memory (the
-    hit was deleted and its pk reused) is no answer: that id is read by id, and a
-    deleted memory has no cosine."""
+    """The hits come from the rows the graph search's candidates were read with: one
+    read of `memories`, not a second one by id. Rows read before a write are never
+    handed out after it (a scan of the same query after a patch sees the patch)."""
     store = await _open(tmp_path / "a.db")
     try:
-        memories = _memories(300)
-        await store.put_many(NS, memories)
+        await store.put_many(NS, _memories(300))
         query = _queries()[0]
-        words = " ".join(str(i) for i in range(0, 200, 5))  # one memory each
-        hits = await store.lexical_search(NS, words, tiers=LIVE_TIERS, k=40)
-        ids = [h.memory.id for h in hits]
-        assert len(ids) == 40
+        await _search(store, _queries()[1])  # the index is loaded and caught up
         statements: list[str] = []
         with store.database.read() as conn:
             conn.set_trace_callback(statements.append)
         try:
-            cosines = await store.cosines(NS, query, ids)
+            found = await store.vector_search(NS, query, tiers=LIVE_TIERS, k=5)
         finally:
             with store.database.read() as conn:
                 conn.set_trace_callback(None)
-        reads = [s for s in statements if "memory_vectors" in s]
-        assert reads and all("m.id IN" not in s for s in reads)
-        by_id = {m.id: m for m in memories}
-        q = query / np.linalg.norm(query)
-        assert set(cosines) == set(ids)
-        for memory_id, cosine in cosines.items():
-            v = _vector(by_id[memory_id])
-            assert cosine == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
+        assert len(found) == 5
+        reads = [s for s in statements if "FROM memories AS m" in s]
+        assert len(reads) == 1
+        assert all(s.memory.embedding is None for s in found)
+        assert [s.memory.id for s in found] == [
+            i for i, _ in await _search(store, query, filters=EXACT)
+        ]
 
-        last = memories[-1].id  # the highest pk: SQLite hands it out again
-        hits = await store.lexical_search(NS, "memory number 299", tiers=LIVE_TIERS, k=5)
-        assert last in [h.memory.id for h in hits]
-        await store.delete_many(NS, [last])
-        newcomer = _memories(1, start=777, seed=3)[0]
-        await store.put_many(NS, [newcomer])
-        with store.database.read() as conn:
-            pk = conn.execute("SELECT pk FROM memories WHERE id = ?", (newcomer.id,)).fetchone()
-            assert store._vectors.locator.pks(NS, [last]) == {last: pk[0]}  # a stale hint
-        again = await store.cosines(NS, query, [last, newcomer.id])
-        assert last not in again
-        v = _vector(newcomer)
-        assert again[newcomer.id] == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
+        hit = found[0].memory.id
+        await store.patch_many(NS, [hit], MemoryPatch(importance=0.123))
+        again = await store.vector_search(NS, query, tiers=LIVE_TIERS, k=5, filters=EXACT)
+        assert {s.memory.id: s.memory.importance for s in again}[hit] == pytest.approx(0.123)
     finally:
         await store.close()
 

@@ -56,5 +56,6 @@ def test_hits_equal_validated_ones(mem: TieredMemory) -> None:
         again = Hit.model_validate(hit.model_dump())
         assert again == hit
         assert all(type(v) is float for v in hit.terms.model_dump().values())
-        assert type(hit.score) is float and isinstance(hit.tier, Tier)
+        assert type(hit.score) is float
+        assert isinstance(hit.tier, Tier)
     mem.close()

@@ -26,7 +26,8 @@ from tiered_memory.validation import check_k, check_namespace
 from . import lexicon
 from .database import SQLiteDatabase, file_state
 from .locator import RowLocator
-from .memories import columns, memory_of
+from .memories import memory_of
+from .memory_columns import columns
 from .sql import IN_JSON, json_list, search_filter_sql, tier_values
 
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only

@@ -28,19 +28,14 @@ from tiered_memory.validation import check_id, check_importance, check_namespace
 
 from . import lexicon
 from .database import SQLiteDatabase
+from .memory_columns import EMBEDDING, FIELDS, NAMES, columns
 from .sql import IN_JSON, json_list, placeholders
 from .vector_table import VectorTable, batch_dimension, from_blob, to_blob
 
-FIELDS = (
-    "namespace, id, content, memory_type, tier, importance, pinned, core, do_not_inject, "
-    "superseded_by, consolidated_from, source, metadata, embedding, created_at, updated_at, "
-    "last_accessed_at, last_used_at, use_count, use_days, uses_since_cold, cold_since, "
-    "tier_changed_at"
-)
 # `_row` builds rows in `FIELDS` order; the embedding (position _EMBEDDING) goes to
 # `memory_vectors` (schema 3), the other columns to `memories`.
-_NAMES = [n.strip() for n in FIELDS.split(",")]
-_EMBEDDING = _NAMES.index("embedding")
+_NAMES = NAMES
+_EMBEDDING = EMBEDDING
 _ROW_FIELDS = FIELDS.replace(" embedding,", "")
 _INSERT = (
     f"INSERT INTO memories ({_ROW_FIELDS}) VALUES ({placeholders(_ROW_FIELDS.count(',') + 1)})"
@@ -50,12 +45,6 @@ _INSERT_VECTOR = (
     "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
 )
 VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
-
-
-def columns(alias: str, with_embeddings: bool) -> str:
-    """The `FIELDS` of `alias`; the embedding is `v.embedding` (join `VECTOR_JOIN`)."""
-    names = [n for n in _NAMES if with_embeddings or n != "embedding"]
-    return ", ".join("v.embedding" if n == "embedding" else f"{alias}.{n}" for n in names)
 
 
 def to_json(value: Any, what: str) -> str:
@@ -80,9 +69,10 @@ def _json_value(text: str) -> Any:
     return json.loads(text)
 
 
-def memory_of(row: sqlite3.Row, with_embedding: bool) -> Memory:
+def memory_of(row: sqlite3.Row, with_embedding: bool, *, keep_embedding: bool = True) -> Memory:
     """A Memory from a row this store wrote (validated on the way in), without
-    validating it again.
+    validating it again. `with_embedding`: the row has the embedding column;
+    `keep_embedding=False` leaves it undecoded (a search's hits never carry one).
 
     A recall turns 100-150 candidate rows into Memory objects. Validation (and
     pydantic's `model_construct`, which still walks every field) cost about 10 us a
@@ -101,7 +91,7 @@ def memory_of(row: sqlite3.Row, with_embedding: bool) -> Memory:
         created_at, updated_at, last_accessed_at, _last_used_at, use_count, use_days,
         uses_since_cold, cold_since, tier_changed_at,
     ) = row[rest : rest + 9]  # fmt: skip
-    blob = row[_EMBEDDING] if with_embedding else None
+    blob = row[_EMBEDDING] if with_embedding and keep_embedding else None
     values: dict[str, Any] = {
         "id": id_,
         "namespace": namespace,

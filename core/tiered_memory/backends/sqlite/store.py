@@ -60,7 +60,7 @@ from .archival import ArchivalJournal
 from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from .lexical import DEFAULT_LEXICAL_ROWS, LexicalSearch
-from .memories import VECTOR_JOIN, MemoryTable, ids_in
+from .memories import VECTOR_JOIN, MemoryTable, ids_in, memory_of
 from .pending import PendingOriginals
 from .sql import IN_JSON, json_list, placeholders, tier_values
 from .sweep import SweepReads
@@ -272,7 +272,13 @@ class SQLiteMemoryStore:
         await self._db.gate()
         with self._db.read() as conn:
             best = self._vectors.best(conn, ns, parts, query, k=k, filters=filters)
-            found = self._memories.get(conn, ns, [i for i, _ in best], False)
+            ids = [i for i, _ in best]
+            read = self._vectors.candidate_rows(conn, ns, ids)
+            found = {i: memory_of(row, True, keep_embedding=False) for i, row in read.items()}
+            if len(found) < len(ids):
+                found.update(
+                    self._memories.get(conn, ns, [i for i in ids if i not in found], False)
+                )
         return [ScoredMemory(found[i], score) for i, score in best if i in found]
 
     async def vector_search_many(

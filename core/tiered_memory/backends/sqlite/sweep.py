@@ -35,7 +35,8 @@ from tiered_memory.validation import check_k, check_namespace
 
 from . import tier_rows
 from .database import READ_CACHE_KIB, SQLiteDatabase
-from .memories import MemoryTable, columns, memory_of
+from .memories import MemoryTable, memory_of
+from .memory_columns import columns
 from .sql import IN_JSON, json_list, scan_sql, tier_values
 from .vector_table import VectorTable
 

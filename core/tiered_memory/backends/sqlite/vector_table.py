@@ -749,6 +749,15 @@ class VectorTable:
                 out.update(zip((r[0] for r in rows), scores.tolist(), strict=True))
         return out
 
+    def candidate_rows(
+        self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]
+    ) -> dict[str, Any]:
+        """The whole rows (with embeddings) of those of `ids` the last graph search
+        read, while the file is unchanged (`GraphCandidates.rows_of`): a search's hits
+        come from its candidates."""
+        last = self._graph_candidates
+        return {} if last is None else last.rows_of(conn, ns, ids)
+
     def _located_rows(
         self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]
     ) -> list[tuple[str, bytes]]:
