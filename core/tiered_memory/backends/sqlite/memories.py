@@ -92,6 +92,7 @@ def memory_of(row: sqlite3.Row, with_embedding: bool, *, keep_embedding: bool = 
         uses_since_cold, cold_since, tier_changed_at,
     ) = row[rest : rest + 9]  # fmt: skip
     blob = row[_EMBEDDING] if with_embedding and keep_embedding else None
+    created = from_micros(created_at)
     values: dict[str, Any] = {
         "id": id_,
         "namespace": namespace,
@@ -107,14 +108,17 @@ def memory_of(row: sqlite3.Row, with_embedding: bool, *, keep_embedding: bool = 
         "source": source,
         "metadata": _json_value(metadata),
         "embedding": from_blob(blob).tolist() if blob is not None else None,
-        "created_at": from_micros(created_at),
-        "updated_at": from_micros(updated_at),
+        "created_at": created,
+        "updated_at": created if updated_at == created_at else from_micros(updated_at),
         "last_accessed_at": from_micros_or_none(last_accessed_at),
         "use_count": use_count,
         "use_days": [date.fromisoformat(d) for d in _json_value(use_days)],
         "uses_since_cold": uses_since_cold,
         "cold_since": from_micros_or_none(cold_since),
-        "tier_changed_at": from_micros_or_none(tier_changed_at),
+        # most rows never changed tier: one datetime (immutable) serves both fields
+        "tier_changed_at": created
+        if tier_changed_at == created_at
+        else from_micros_or_none(tier_changed_at),
     }
     return filled(Memory, values)
 
