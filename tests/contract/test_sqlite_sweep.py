@@ -597,6 +597,45 @@ async def test_a_scan_by_bound_pages_every_row_once(store: SQLiteMemoryStore, li
         assert page.memory_types == [facts.memory_types[k] for k in rows]
 
 
+@pytest.mark.parametrize("limit", [2, 100])
+async def test_a_scan_by_bound_leaves_out_rows_past_their_types_bound(
+    store: SQLiteMemoryStore, limit: int
+) -> None:
+    """`type_bounds` (consolidation's per-type fading bounds) leaves WARM rows of a type
+    last used at or after that type's bound out of the scan, in the SQL; types without
+    a bound keep the query's. Before, consolidation read every WARM row inside the
+    shortest-lived type's bound (216k rows at 1M for 90k that could fade)."""
+    types = [MemoryType.EPISODIC, MemoryType.FACTUAL, MemoryType.PROJECT]
+    batch = [
+        m.model_copy(
+            update={"memory_type": types[i % 3], "last_accessed_at": T0 + timedelta(hours=i % 4)}
+        )
+        for i, m in enumerate(memories(36))
+    ]
+    await store.put_many(NS, batch)
+    await store.set_tier(NS, [m.id for m in batch[:30]], Tier.WARM, T0)
+    query = ScanQuery(
+        tiers=frozenset({Tier.WARM}), last_used_before=T0 + timedelta(hours=3), limit=limit
+    )
+    bounds = {
+        MemoryType.EPISODIC: T0 + timedelta(hours=5),  # later than the query's: no change
+        MemoryType.FACTUAL: T0 + timedelta(hours=1),
+    }
+    pages = [page async for page in store.scan_facts_by_bound(NS, query, type_bounds=bounds)]
+    got = sorted(i for page in pages for i in page.ids)
+    hours = {MemoryType.EPISODIC: 3, MemoryType.FACTUAL: 1, MemoryType.PROJECT: 3}
+    expected = sorted(
+        m.id
+        for m in batch[:30]
+        if m.last_accessed_at is not None
+        and m.last_accessed_at < T0 + timedelta(hours=hours[m.memory_type])
+    )
+    assert 0 < len(got) == len(expected)
+    assert got == expected
+    everything = [page async for page in store.scan_facts_by_bound(NS, query)]
+    assert len(got) < sum(len(page) for page in everything)
+
+
 @pytest.mark.parametrize(
     ("query", "tier", "index"),
     [

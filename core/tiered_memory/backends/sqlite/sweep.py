@@ -18,7 +18,7 @@ import ctypes
 import functools
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import date, datetime
 from operator import itemgetter
@@ -220,7 +220,11 @@ class SweepReads:
         return _facts_of(rows, use_days)
 
     async def scan_facts_by_bound(
-        self, namespace: str, query: ScanQuery
+        self,
+        namespace: str,
+        query: ScanQuery,
+        *,
+        type_bounds: Mapping[MemoryType, datetime] | None = None,
     ) -> AsyncIterator[MemoryFacts]:
         """Every row matching `query` (`after_id` aside), in pages of `query.limit`, in no
         order across pages (`lifecycle.SupportsBoundOrderScan`; each page by id).
@@ -230,13 +234,18 @@ class SweepReads:
         first page read every row inside the bound and the next ones walked the id
         index, reading the tier's rows in random order: consolidation's scan of 216k
         fading candidates among 345k WARM rows at 1M read both. Other tiers page by id.
+
+        The WARM walk also leaves out the rows of a type last used at or after its
+        `type_bounds` time (the hint of `lifecycle.SupportsBoundOrderScan`): at 1M,
+        216k WARM rows were inside the bound of the shortest-lived type, 90k inside
+        their own type's; the others were read, tested and dropped.
         """
         ns = check_namespace(namespace)
         check_k(query.limit, "limit")
         query = replace(query, after_id=None)
         tiers = frozenset(query.tiers) & LIVE_TIERS
         if Tier.WARM in tiers and query.last_used_before is not None:
-            async for page in self._warm_by_last_use(ns, query):
+            async for page in self._warm_by_last_use(ns, query, type_bounds or {}):
                 yield page
             tiers -= {Tier.WARM}
         if not tiers:
@@ -250,8 +259,17 @@ class SweepReads:
                 return
             page_query = replace(page_query, after_id=page.ids[-1])
 
-    async def _warm_by_last_use(self, ns: str, query: ScanQuery) -> AsyncIterator[MemoryFacts]:
+    async def _warm_by_last_use(
+        self, ns: str, query: ScanQuery, type_bounds: Mapping[MemoryType, datetime]
+    ) -> AsyncIterator[MemoryFacts]:
         clauses, where_params = scan_sql(replace(query, tiers=frozenset({Tier.WARM})), "m")
+        assert query.last_used_before is not None
+        bound = to_micros(query.last_used_before)
+        typed = {t.value: to_micros(b) for t, b in type_bounds.items() if to_micros(b) < bound}
+        if typed:  # rows of other types keep the query's bound alone
+            cases = " ".join("WHEN ? THEN ?" for _ in typed)
+            clauses.append(f"m.last_used_at < CASE m.memory_type {cases} ELSE ? END")
+            where_params.extend([*(v for pair in typed.items() for v in pair), bound])
         where = "".join(f" AND {c}" for c in clauses)
         base = (
             f"SELECT {_FACT_COLUMNS}, m.pk FROM memories AS m INDEXED BY memories_warm_used "
