@@ -332,12 +332,15 @@ class SweepReads:
         their columns, deciding in numpy and matching a million ids back cost seconds
         more than the moves. The rule's arithmetic stays `lifecycle`'s:
         the time to the floor of each (type, use count) is computed there, once per
-        distinct pair (`time_to_floor`, called from SQL)."""
+        distinct pair (`time_to_floor`, called from SQL for used rows; an unused row's
+        is a literal of its type, `_unused_floor_sql`)."""
         ns = check_namespace(namespace)
         keep = "(use_count > 0 OR importance >= :keep OR pinned <> 0 OR core <> 0)"
-        due = (
+        # The times to the floor of unused rows are computed inside the statements'
+        # transaction (a failing `time_to_floor` rolls back what it began).
+        due_template = (
             "(pinned = 0 AND core = 0 AND (last_used_at < :idle OR "
-            f"last_used_at <= :dwelt - {_TO_FLOOR_FUNCTION}(memory_type, use_count)))"
+            "last_used_at <= :dwelt - {floor}))"
         )
         past = (
             f"SELECT pk FROM memories INDEXED BY {HOT_INDEX} "
@@ -356,6 +359,7 @@ class SweepReads:
         if dry_run:
             with self._db.read() as conn:
                 conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
+                due = due_template.format(floor=_unused_floor_sql(cached))
                 due_rows = f"SELECT {keep} AS kept, {due} AS due FROM memories WHERE pk IN ({past})"
                 row = conn.execute(
                     f"SELECT count(*), coalesce(sum(kept AND due), 0), coalesce(sum(kept), 0) "
@@ -378,6 +382,7 @@ class SweepReads:
             conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
             due_count = conn.execute(f"SELECT count(*) FROM ({past})", params).fetchone()[0]
             grow_cache(conn, due_count)
+            due = due_template.format(floor=_unused_floor_sql(cached))
             with (
                 _rebuilt_indexes(conn, due_count) as rebuilt,
                 tier_rows.counted_by_statement(conn, due_count) as counting,
@@ -431,6 +436,21 @@ class SweepReads:
         return HotExpiryMoves(
             to_warm=to_warm, to_cold=to_cold - through_warm, through_warm=through_warm
         )
+
+
+def _unused_floor_sql(time_to_floor: Callable[[str, int], int]) -> str:
+    """`tm_time_to_floor(memory_type, use_count)` as SQL that calls the function only
+    for used rows: the time of each type at no use is a literal (a CASE on the type).
+
+    Why: SQLite calls an application function once per row it tests, at about 0.6 us
+    a call through Python; at 1M memories the bulk expiry tested 340k kept rows, almost
+    all never used (a bulk import), for four distinct values."""
+    cases = " ".join(f"WHEN '{t.value}' THEN {int(time_to_floor(t.value, 0))}" for t in MemoryType)
+    return (
+        f"CASE WHEN use_count = 0 THEN CASE memory_type {cases} "
+        f"ELSE {_TO_FLOOR_FUNCTION}(memory_type, use_count) END "
+        f"ELSE {_TO_FLOOR_FUNCTION}(memory_type, use_count) END"
+    )
 
 
 def _floor_function(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
