@@ -15,7 +15,7 @@ changes nothing the second time.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -302,11 +302,44 @@ class SupportsBoundOrderScan(Protocol):
     """A store that pages through every row of a scan bounded by `last_used_before` in
     the order of its timestamp index (`after_id` aside; pages in no order, each by id):
     for a caller that reads every page before it acts (consolidation). Paging by id,
-    the embedded store read the bounded rows and then the tier's rows in random order."""
+    the embedded store read the bounded rows and then the tier's rows in random order.
+
+    `type_bounds` (a memory type -> a time) lets the store leave out the rows of a type
+    last used at or after that type's time, on top of `last_used_before`: a hint, as
+    the caller tests every row it gets anyway (`fading_bounds`)."""
 
     def scan_facts_by_bound(
-        self, namespace: str, query: ScanQuery
+        self,
+        namespace: str,
+        query: ScanQuery,
+        *,
+        type_bounds: Mapping[MemoryType, datetime] | None = None,
     ) -> AsyncIterator[MemoryFacts]: ...
+
+
+FADING_MARGIN = timedelta(seconds=1)
+"""How much later than its exact bound `fading_bounds` lets a type's rows through: the
+retention test of a row within microseconds of the bound rounds one way or the other,
+and the bound only ever lets more rows through to it."""
+
+
+def fading_bounds(
+    now: datetime, dp: DecayPolicy, retention_below: float
+) -> dict[MemoryType, datetime]:
+    """For each memory type, a time after which no unpinned, non-core memory of that
+    type last used then has `retention` below `retention_below` at `now`.
+
+    Why: retention < t needs elapsed > h_eff * log2((1 - floor) / (t - floor)), and
+    h_eff >= the type's half-life, log2((1 - floor) / (t - floor)) >= log2(1 / t) for
+    floor < t (and nothing fades for floor >= t). Consolidation bounded its scan by the
+    shortest half-life of any type: at a million memories it read 216k rows of which
+    90k could fade (the longer-lived types' rows read only to be tested and dropped).
+    """
+    steps = np.log2(1.0 / max(retention_below, 1e-9))
+    return {
+        memory_type: now - timedelta(days=float(days) * steps) + FADING_MARGIN
+        for memory_type, days in dp.half_life_days.items()
+    }
 
 
 def hot_expiry_bounds(now: datetime, policy: Policy) -> HotExpiryBounds:

@@ -275,7 +275,9 @@ class Sweep:
         # stays bounded (`clusters.Grouper` holds a reach of vectors and one tile).
         fading: list[tuple[int, str]] = []
         pages = (
-            self.store.scan_facts_by_bound(ns, q)
+            self.store.scan_facts_by_bound(
+                ns, q, type_bounds=lifecycle.fading_bounds(now, dp, cp.retention_below)
+            )
             if isinstance(self.store, lifecycle.SupportsBoundOrderScan)
             else self._facts(ns, q)
         )

@@ -12,6 +12,7 @@ import random
 from collections.abc import AsyncIterator
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from tiered_memory import (
     MemoryType,
     Policy,
     Tier,
+    lifecycle,
 )
 from tiered_memory import decay as d
 from tiered_memory import sweep as sweep_module
@@ -253,6 +255,55 @@ async def test_consolidation_compares_fading_memories_within_reach_in_creation_o
         heads = {m.superseded_by for m in got.values()}
         assert (len(heads) == 1 and None not in heads) if merged else heads == {None}
         assert (await mem.maintain(now=NOW)).count("consolidated") == 0
+    finally:
+        await mem.close()
+
+
+async def test_consolidation_reads_only_rows_inside_their_types_fading_bound(
+    tmp_path: Path, memories: MemoryFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consolidation's scan gets each type's fading bound (`lifecycle.fading_bounds`):
+    WARM factual memories unused for 40 days (inside the 23-day bound of episodic ones,
+    far from fading with a 90-day half-life) are not read at all; the episodic twins
+    still merge. Before, the scan read every row inside the shortest type's bound."""
+    mem = await engine(memories, tmp_path, Policy())
+    try:
+        if not isinstance(mem.store, lifecycle.SupportsBoundOrderScan):
+            pytest.skip("a store without the bound-order scan pages by id")
+        read: list[str] = []
+        scan = mem.store.scan_facts_by_bound
+
+        async def counted(*args: Any, **kwargs: Any) -> AsyncIterator[MemoryFacts]:
+            async for page in scan(*args, **kwargs):
+                read.extend(page.ids)
+                yield page
+
+        monkeypatch.setattr(mem.store, "scan_facts_by_bound", counted)
+        rng = np.random.default_rng(5)
+        base = rng.normal(size=DIM)
+        batch = []
+        for i in range(12):
+            episodic = i < 2
+            created = NOW - timedelta(days=40, hours=i)
+            vector = base + rng.normal(scale=0.01, size=DIM) if episodic else rng.normal(size=DIM)
+            batch.append(
+                Memory(
+                    id=f"f{i:02d}",
+                    namespace=NS,
+                    content=f"note {i}",
+                    memory_type=MemoryType.EPISODIC if episodic else MemoryType.FACTUAL,
+                    tier=Tier.WARM,
+                    importance=0.6,
+                    embedding=[float(x) for x in vector],
+                    created_at=created,
+                    updated_at=created,
+                    tier_changed_at=NOW - timedelta(days=1),
+                )
+            )
+        await mem.store.put_many(NS, batch)
+        report = await mem.maintain(now=NOW)
+        assert report.count("consolidated") == 2
+        assert sorted(read) == ["f00", "f01"]
     finally:
         await mem.close()
 

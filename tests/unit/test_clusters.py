@@ -132,3 +132,32 @@ def test_fewer_than_two_memories_make_no_group() -> None:
     )
     with pytest.raises(ValueError, match="reach"):
         clusters.Grouper(min_similarity=0.5, max_group=3, reach=0)
+
+
+def test_the_tiles_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grouping multiplies small tiles, which OpenBLAS split across every core: on a
+    busy 2-core machine a tile took 2-30x longer on two threads than on one. Where
+    threadpoolctl can see the BLAS library, each tile runs on one thread, and the
+    groups are the same."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not threadpoolctl.threadpool_info():
+        pytest.skip("no BLAS library threadpoolctl can limit")
+    threads: list[int] = []
+    tile = clusters.tile
+
+    def counted(rows: clusters.Matrix, cols: clusters.Matrix) -> clusters.Matrix:
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        threads.append(max(p["num_threads"] for p in blas))
+        return tile(rows, cols)
+
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=(40, 16)).astype(np.float32)
+    vectors = np.concatenate([base, base + rng.normal(scale=0.01, size=base.shape)])
+    ids = [f"m{i}" for i in range(len(vectors))]
+    want = clusters.near_duplicate_groups(ids, vectors, min_similarity=0.9, max_group=4, reach=50)
+    monkeypatch.setattr(clusters, "tile", counted)
+    got = clusters.near_duplicate_groups(ids, vectors, min_similarity=0.9, max_group=4, reach=50)
+    assert got == want
+    assert len(want) == 40
+    assert threads
+    assert set(threads) == {1}

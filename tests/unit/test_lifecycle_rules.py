@@ -9,13 +9,17 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 from itertools import product
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tiered_memory import ValidationError
 from tiered_memory import decay as d
 from tiered_memory import lifecycle as lc
+from tiered_memory.epoch import to_micros
 from tiered_memory.models import CONTEXT_PHASE, Hit, Memory, MemoryType, ScoreTerms, Tier
-from tiered_memory.policy import Policy, TierPolicy
+from tiered_memory.policy import DecayPolicy, Policy, TierPolicy
 from tiered_memory.ports import MemoryFacts
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
@@ -279,3 +283,56 @@ def test_archival_is_due_for_long_cold_or_old_unimportant_barely_used_memories()
     assert lc.low_salience(memory(use_count=2, use_days=[recent]), NOW, TP)
     assert lc.low_salience(memory(use_count=9, use_days=[long_ago]), NOW, TP)
     assert not lc.low_salience(memory(use_count=9, use_days=[long_ago, recent]), NOW, TP)
+
+
+@given(
+    memory_type=st.sampled_from(list(MemoryType)),
+    use_count=st.integers(0, 1000),
+    floor=st.floats(0.0, 0.9),
+    retention_below=st.floats(0.01, 0.99),
+    after=st.floats(0.0, 1.0),
+)
+def test_nothing_used_after_its_types_fading_bound_fades(
+    memory_type: MemoryType, use_count: int, floor: float, retention_below: float, after: float
+) -> None:
+    """`fading_bounds` only ever leaves out memories whose retention is not below the
+    consolidation threshold: a memory last used at or after its type's bound (up to
+    now), whatever its use count and the floor, keeps retention >= the threshold, as
+    the sweep's column test and the scalar one compute it."""
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    dp = DecayPolicy(floor=floor)
+    bound = lc.fading_bounds(now, dp, retention_below)[memory_type]
+    last_used = bound + (now - bound) * after
+    facts = MemoryFacts(
+        ids=["m"],
+        memory_types=[memory_type],
+        importance=np.zeros(1),
+        use_count=np.array([use_count], dtype=np.int64),
+        pinned=np.zeros(1, dtype=np.bool_),
+        core=np.zeros(1, dtype=np.bool_),
+        do_not_inject=np.zeros(1, dtype=np.bool_),
+        created_at=np.array([to_micros(last_used)], dtype=np.int64),
+        last_used_at=np.array([to_micros(last_used)], dtype=np.int64),
+        cold_since=np.zeros(1, dtype=np.int64),
+    )
+    assert lc.retention(facts, now, dp)[0] >= retention_below
+    memory = Memory(
+        namespace="n",
+        content="x",
+        memory_type=memory_type,
+        use_count=use_count,
+        created_at=last_used,
+        updated_at=last_used,
+    )
+    assert d.retention(memory, now, dp) >= retention_below
+
+
+def test_fading_bounds_are_the_shortest_bound_for_the_shortest_half_life() -> None:
+    """The shortest-lived type's bound is the scan's own (`last_used_before`), one
+    margin later; the others' are further back, in proportion to their half-lives."""
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    dp = DecayPolicy()
+    bounds = lc.fading_bounds(now, dp, 0.2)
+    steps = np.log2(1 / 0.2)
+    for memory_type, days in dp.half_life_days.items():
+        assert bounds[memory_type] == now - timedelta(days=days * steps) + lc.FADING_MARGIN
