@@ -283,8 +283,11 @@ class SQLiteAssociationGraph:
             conn.execute(
                 f"DELETE FROM links WHERE namespace = ? AND source {IN_JSON}", (ns, wanted)
             )
-            conn.execute(
-                f"DELETE FROM links WHERE namespace = ? AND target {IN_JSON}", (ns, wanted)
+            # The rows naming them as targets are the mirrors of those just read (every
+            # link is two rows), deleted by key: there is no index by target.
+            conn.executemany(
+                "DELETE FROM links WHERE namespace = ? AND source = ? AND target = ?",
+                [(ns, row["target"], row["source"]) for row in rows],
             )
         return [_link(row) for row in rows]
 
