@@ -4,14 +4,19 @@ statements a write pays for. Counted (statements, plans, rows), never timed."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
 from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
+from tiered_memory.errors import ValidationError
 from tiered_memory.models import Link, LinkKind, Memory
+from tiered_memory.ports import Vector
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "adds"
@@ -110,3 +115,65 @@ async def test_dropping_nodes_deletes_both_rows_of_each_link_by_key(tmp_path: Pa
         assert "SCAN" not in plan
     finally:
         await store.close()
+
+
+async def test_put_vectors_many_stores_the_arrays_bit_exact(tmp_path: Path) -> None:
+    """add_many's path (`SupportsPutVectors`): the embeddings come as float32 arrays
+    beside memories that carry none, and are stored byte for byte as put_many would."""
+    store = await SQLiteMemoryStore.open(tmp_path / "m.db")
+    try:
+        batch = _memories(5)
+        vectors = [np.asarray(m.embedding, dtype=np.float32) for m in batch]
+        vectors[0][:3] = [-0.0, np.float32(1e-45), 1.5e18]
+        bare = [m.model_copy(update={"embedding": None}) for m in batch]
+        await store.put_vectors_many(NS, bare, vectors)
+        with store.database.read() as conn:
+            stored = dict(
+                conn.execute(
+                    "SELECT m.id, v.embedding FROM memories AS m "
+                    "JOIN memory_vectors AS v ON v.pk = m.pk"
+                ).fetchall()
+            )
+        expected = {m.id: v.astype("<f4").tobytes() for m, v in zip(batch, vectors, strict=True)}
+        assert stored == expected
+        bad = np.full(DIM, np.nan, dtype=np.float32)
+        with pytest.raises(ValidationError):
+            await store.put_vectors_many(NS, _memories(1, 10), [bad])
+        with pytest.raises(ValidationError):
+            await store.put_vectors_many(NS, _memories(2, 20), vectors[:1])
+        assert len(await store.get_many(NS, ["m0010", "m0020"])) == 0
+    finally:
+        await store.close()
+
+
+async def test_add_many_hands_the_embedded_store_its_arrays(tmp_path: Path) -> None:
+    """No embedding becomes a list of floats on the way in (~25 us a 384-d memory)."""
+    memory = await AsyncTieredMemory.embedded(
+        tmp_path / "m.db", embedder=HashingEmbedder(), clock=ManualClock(T0)
+    )
+    calls: list[str] = []
+    store = memory.store
+    assert isinstance(store, SQLiteMemoryStore)
+    put_many, put_vectors_many = store.put_many, store.put_vectors_many
+
+    async def spy_lists(namespace: str, memories: Sequence[Memory]) -> None:
+        calls.append("put_many")
+        await put_many(namespace, memories)
+
+    async def spy_arrays(
+        namespace: str, memories: Sequence[Memory], vectors: Sequence[Vector]
+    ) -> None:
+        calls.append("put_vectors_many")
+        assert all(m.embedding is None for m in memories)
+        await put_vectors_many(namespace, memories, vectors)
+
+    store.put_many = spy_lists  # type: ignore[method-assign]
+    store.put_vectors_many = spy_arrays  # type: ignore[method-assign]
+    try:
+        added = await memory.add_many(["the garden needs water", "the car needs oil"], namespace=NS)
+        found = await memory.search("garden water", namespace=NS, k=1)
+    finally:
+        await memory.close()
+    assert calls == ["put_vectors_many"]
+    assert [m.embedding for m in added] == [None, None]
+    assert found[0].memory.id == added[0].id

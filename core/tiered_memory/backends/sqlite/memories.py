@@ -188,26 +188,34 @@ class MemoryTable:
         )
 
     def prepare(
-        self, namespace: str, memories: Sequence[Memory], *, need_embedding: bool
+        self,
+        namespace: str,
+        memories: Sequence[Memory],
+        *,
+        need_embedding: bool,
+        vectors: Sequence[Vector] | None = None,
     ) -> tuple[Rows, int | None]:
         """The rows of a batch and its vectors' dimension, validated completely before
-        anything is written."""
+        anything is written; `vectors`, when given, are the memories' embeddings (their
+        own are ignored)."""
         seen: set[str] = set()
-        vectors: list[Vector | None] = []
-        for memory in memories:
+        checked: list[Vector | None] = []
+        for i, memory in enumerate(memories):
             if memory.id in seen:
                 raise ValidationError(f"id {memory.id!r} appears twice in one batch")
             seen.add(memory.id)
-            if memory.embedding is None:
+            if vectors is not None:
+                checked.append(check_vector(vectors[i], None))
+            elif memory.embedding is None:
                 if need_embedding:
                     raise ValidationError(
                         f"memory {memory.id!r} has no embedding; embed it before put_many"
                     )
-                vectors.append(None)
+                checked.append(None)
             else:
-                vectors.append(check_vector(memory.embedding, None))
-        dimension = batch_dimension(vectors)
-        rows = [self._row(namespace, m, v) for m, v in zip(memories, vectors, strict=True)]
+                checked.append(check_vector(memory.embedding, None))
+        dimension = batch_dimension(checked)
+        rows = [self._row(namespace, m, v) for m, v in zip(memories, checked, strict=True)]
         return rows, dimension
 
     def insert(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
