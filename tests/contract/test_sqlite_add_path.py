@@ -3,19 +3,22 @@ statements a write pays for. Counted (statements, plans, rows), never timed."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
+from tiered_memory.backends.sqlite.bulk import insert_rows
 from tiered_memory.backends.sqlite.graph import SQLiteAssociationGraph
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.errors import ValidationError
-from tiered_memory.models import Link, LinkKind, Memory
+from tiered_memory.models import LIVE_TIERS, Link, LinkKind, Memory
 from tiered_memory.ports import Vector
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -177,3 +180,112 @@ async def test_add_many_hands_the_embedded_store_its_arrays(tmp_path: Path) -> N
     assert calls == ["put_vectors_many"]
     assert [m.embedding for m in added] == [None, None]
     assert found[0].memory.id == added[0].id
+
+
+class _Counting:
+    """The store's connection, counting the runs of each statement: one per `execute`,
+    one per row of `executemany` (each row runs the statement again)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.runs: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.runs.append(" ".join(sql.split()))
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: Iterable[Any]) -> sqlite3.Cursor:
+        listed = list(rows)
+        self.runs.extend([" ".join(sql.split())] * len(listed))
+        return self._conn.executemany(sql, listed)
+
+    def count(self, prefix: str) -> int:
+        return sum(sql.startswith(prefix) for sql in self.runs)
+
+
+@contextlib.contextmanager
+def _counting(store: SQLiteMemoryStore) -> Iterator[_Counting]:
+    database = store.database
+    conn = database._connection()
+    counting = _Counting(conn)
+    database._conn = counting  # type: ignore[assignment]
+    try:
+        yield counting
+    finally:
+        database._conn = conn
+
+
+async def test_a_batch_is_written_in_a_few_statements_per_table(tmp_path: Path) -> None:
+    """Memories, vectors, documents and postings go in as multi-row statements (`bulk`):
+    run once per row, each INSERT on `memories` (which has triggers) opened a statement
+    transaction of its own, and the batch took twice as long. The vectors go in by the
+    pks given to the rows, and the texts are indexed from the batch, not read back."""
+    store = await SQLiteMemoryStore.open(tmp_path / "m.db")
+    try:
+        with _counting(store) as counted:
+            await store.put_many(NS, _memories(300))
+        # 300 = 256 + 32 + 4 * 3: five statements each
+        assert counted.count("INSERT INTO memories ") == 5
+        assert counted.count("INSERT INTO memory_vectors ") == 5
+        assert counted.count("INSERT INTO lexicon_documents ") == 5
+        assert 0 < counted.count("INSERT INTO lexicon_recent ") < 300 // 4
+        assert counted.count("SELECT m.pk, m.namespace, m.content") == 0
+        with store.database.read() as read:
+            joined = read.execute(
+                "SELECT count(*) FROM memories AS m JOIN memory_vectors AS v ON v.pk = m.pk "
+                "JOIN lexicon_documents AS d ON d.pk = m.pk"
+            ).fetchone()[0]
+            pks = [r[0] for r in read.execute("SELECT pk FROM memories ORDER BY id")]
+        assert joined == 300
+        assert pks == list(range(1, 301))
+        found = await store.lexical_search(NS, "topic", tiers=LIVE_TIERS, k=400)
+        assert len(found) == 300
+    finally:
+        await store.close()
+
+
+async def test_links_are_upserted_in_a_few_statements(tmp_path: Path) -> None:
+    store = await SQLiteMemoryStore.open(tmp_path / "m.db")
+    graph = SQLiteAssociationGraph(store.database)
+    try:
+        await store.put_many(NS, _memories(60))
+        links = [_link(f"m{i:04d}", f"m{j:04d}", 0.4) for i in range(20) for j in (i + 20, i + 40)]
+        await graph.upsert_links(NS, links)
+        # stronger on half: those take the new weight and kind, the rest keep theirs
+        again = [
+            Link(source=x.source, target=x.target, weight=w, kind=LinkKind.EXPLICIT)
+            for x, w in zip(links, [0.9, 0.1] * 20, strict=True)
+        ]
+        with _counting(store) as counted:
+            await graph.upsert_links(NS, again)
+        # 80 rows = 32 * 2 + 4 * 4
+        assert counted.count("INSERT INTO links") == 6
+        mine = await graph.links_of(NS, ["m0000"])
+        out = {(x.source, x.target): (x.weight, x.kind) for x in mine}
+        assert out == {
+            ("m0000", "m0020"): (0.9, LinkKind.EXPLICIT),
+            ("m0000", "m0040"): (0.4, LinkKind.SIMILAR),
+        }
+        assert await graph.count_links(NS) == 40
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("limit", [None, 100, 7])
+def test_bulk_rows_keep_their_order_within_the_variable_limit(limit: int | None) -> None:
+    conn = sqlite3.connect(":memory:")
+    if limit is not None:
+        if not hasattr(conn, "setlimit"):
+            pytest.skip("sqlite3 cannot lower its limits before Python 3.11")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT, c BLOB)")
+    rows = [(i, f"row {i}", bytes([i % 256])) for i in range(1000)]
+    insert_rows(conn, "INSERT INTO t (a, b, c)", iter(rows), 3)
+    assert conn.execute("SELECT a, b, c FROM t ORDER BY rowid").fetchall() == rows
+    with pytest.raises(ValueError, match="rows of 3"):
+        insert_rows(conn, "INSERT INTO t (a, b, c)", [(1, "x")], 3)
+    insert_rows(conn, "INSERT INTO t (a, b, c)", [], 3)
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1000
