@@ -36,7 +36,14 @@ from .errors import ValidationError
 from .intake import Prepared
 from .models import ArchiveRecord, Memory
 from .policy import Policy
-from .ports import AccessRecord, AssociationGraph, MemoryPatch, MemoryStore, PendingOriginal
+from .ports import (
+    AccessRecord,
+    AssociationGraph,
+    MemoryPatch,
+    MemoryStore,
+    PendingOriginal,
+    SupportsPutVectors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +252,13 @@ class Writer:
 
     async def _write(self, ns: str, accepted: Sequence[Prepared], replacing: set[str]) -> None:
         """Store new memories with their embeddings, in one write (one transaction with
-        the replaced ones when some replace)."""
+        the replaced ones when some replace). A store that takes the vectors as arrays
+        (`SupportsPutVectors`) gets them so; others get them as each memory's list."""
+        if not replacing and isinstance(self.store, SupportsPutVectors):
+            await self.store.put_vectors_many(
+                ns, [p.memory for p in accepted], [p.vector for p in accepted]
+            )
+            return
         for p in accepted:
             p.memory.embedding = p.vector.tolist()
         try:

@@ -19,6 +19,7 @@ from tiered_memory.ports import (
     SupportsCosines,
     SupportsDeferredSync,
     SupportsLiveIds,
+    SupportsPutVectors,
 )
 from tiered_memory.summarizers.extractive import ExtractiveSummarizer
 
@@ -102,6 +103,7 @@ async def test_the_backends_declare_what_they_offer(tmp_path: Path) -> None:
             SupportsAdjacent,
             SupportsBatchVectorSearch,
             SupportsLiveIds,
+            SupportsPutVectors,
         ):
             assert isinstance(store, capability), capability.__name__
     finally:

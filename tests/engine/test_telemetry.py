@@ -107,7 +107,7 @@ async def test_spans_and_metrics_of_an_add_a_recall_and_a_sweep(
     for name in ("add", "add_many", "recall", "search", "maintain", "expand"):
         assert f"tiered_memory.{name}" in names, name
     for backend_call in (
-        "tiered_memory.store.put_many",
+        "tiered_memory.store.put_vectors_many",  # add_many hands the vectors as arrays
         "tiered_memory.store.vector_search",
         "tiered_memory.store.archive_many",
         "tiered_memory.graph.drop_nodes",

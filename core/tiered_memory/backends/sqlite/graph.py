@@ -26,14 +26,15 @@ from tiered_memory.models import Link, LinkKind, Neighbor
 from tiered_memory.validation import check_id, check_k
 from tiered_memory.validation import check_namespace as _check_namespace
 
+from .bulk import insert_rows
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from .sql import IN_JSON, json_list
 
 DEPTHS = frozenset({1, 2, 3})
 
-_UPSERT = """
-INSERT INTO links (namespace, source, target, weight, kind, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+# Many rows per statement (`bulk.insert_rows`): the VALUES go between the two parts.
+_UPSERT_HEAD = "INSERT INTO links (namespace, source, target, weight, kind, created_at, updated_at)"
+_UPSERT_TAIL = """
 ON CONFLICT (namespace, source, target) DO UPDATE SET
     kind = CASE WHEN excluded.weight > links.weight THEN excluded.kind ELSE links.kind END,
     updated_at = CASE WHEN excluded.weight > links.weight
@@ -178,7 +179,8 @@ class SQLiteAssociationGraph:
         ]
         await self._db.gate()
         with self._db.write() as conn:
-            conn.executemany(_UPSERT, _both_ways(rows))
+            # each key once in `best`, so no statement holds a key twice
+            insert_rows(conn, _UPSERT_HEAD, _both_ways(rows), 7, _UPSERT_TAIL)
 
     async def strengthen(
         self, namespace: str, pairs: Sequence[tuple[str, str]], delta: float, when: datetime
@@ -283,8 +285,11 @@ class SQLiteAssociationGraph:
             conn.execute(
                 f"DELETE FROM links WHERE namespace = ? AND source {IN_JSON}", (ns, wanted)
             )
-            conn.execute(
-                f"DELETE FROM links WHERE namespace = ? AND target {IN_JSON}", (ns, wanted)
+            # The rows naming them as targets are the mirrors of those just read (every
+            # link is two rows), deleted by key: there is no index by target.
+            conn.executemany(
+                "DELETE FROM links WHERE namespace = ? AND source = ? AND target = ?",
+                [(ns, row["target"], row["source"]) for row in rows],
             )
         return [_link(row) for row in rows]
 

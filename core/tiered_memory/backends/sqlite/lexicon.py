@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -63,6 +63,7 @@ from tiered_memory.lexicon import (
     tokenizer_version,
 )
 
+from .bulk import insert_rows
 from .sql import IN_JSON
 
 TERMS_FUNCTION = "tm_terms"
@@ -229,19 +230,32 @@ def register_functions(conn: sqlite3.Connection) -> IndexQueue:
     return queue
 
 
-def index_queued(conn: sqlite3.Connection, queue: IndexQueue) -> int:
+def index_queued(
+    conn: sqlite3.Connection,
+    queue: IndexQueue,
+    known: Mapping[int, tuple[str, str]] | None = None,
+) -> int:
     """Index the memories inserted since the last call, in the caller's transaction;
-    returns how many. Each text is tokenized once, and each table gets one statement
-    with its rows in key order (the postings sorted by (namespace, term, pk))."""
+    returns how many. Each text is tokenized once, and each table gets few statements
+    with its rows in key order (the postings sorted by (namespace, term, pk)).
+
+    `known`: the (namespace, content) of rows the caller has just inserted, by pk, so
+    they are not read back; the other queued pks are read from the file (those of a
+    rolled-back insert, or indexed already, are skipped there)."""
     pks = queue.take()
     if not pks:
         return 0
-    rows = conn.execute(
-        f"SELECT m.pk, m.namespace, m.content FROM memories AS m WHERE m.pk {IN_JSON} "
-        "AND NOT EXISTS (SELECT 1 FROM lexicon_documents AS d WHERE d.pk = m.pk) "
-        "ORDER BY m.pk",
-        (json.dumps(pks),),
-    ).fetchall()
+    fresh = [] if known is None else sorted(pk for pk in set(pks) if pk in known)
+    rest = pks if known is None else [pk for pk in pks if pk not in known]
+    rows: list[tuple[int, str, str]] = [(pk, *known[pk]) for pk in fresh] if known else []
+    if rest:
+        rows += conn.execute(
+            f"SELECT m.pk, m.namespace, m.content FROM memories AS m WHERE m.pk {IN_JSON} "
+            "AND NOT EXISTS (SELECT 1 FROM lexicon_documents AS d WHERE d.pk = m.pk) "
+            "ORDER BY m.pk",
+            (json.dumps(rest),),
+        ).fetchall()
+        rows.sort(key=lambda row: int(row[0]))
     if not rows:
         return 0
     counted = [(int(pk), str(ns), term_counts(content)) for pk, ns, content in rows]
@@ -266,7 +280,7 @@ def index_queued(conn: sqlite3.Connection, queue: IndexQueue) -> int:
                 0
             ]
         )
-    conn.executemany("INSERT INTO lexicon_documents (pk, length) VALUES (?, ?)", lengths)
+    insert_rows(conn, "INSERT INTO lexicon_documents (pk, length)", lengths, 2)
     # (pk, tf) pairs, flat, by namespace number and term; in pk order, as `counted` is.
     # Sorting the ~6,000 terms of a batch instead of its ~25,000 postings, and making
     # the rows as SQLite reads them, halved this step.
@@ -289,9 +303,7 @@ def index_queued(conn: sqlite3.Connection, queue: IndexQueue) -> int:
                 for i in range(0, len(pairs), 2):
                     yield number, term, pairs[i], pairs[i + 1]
 
-    conn.executemany(
-        "INSERT INTO lexicon_recent (ns, term, pk, tf) VALUES (?, ?, ?, ?)", postings()
-    )
+    insert_rows(conn, "INSERT INTO lexicon_recent (ns, term, pk, tf)", postings(), 4)
     _note_recent(conn, written)
     return len(rows)
 

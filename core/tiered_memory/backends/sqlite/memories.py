@@ -27,9 +27,10 @@ from tiered_memory.ports import AccessRecord, MemoryPatch, Vector
 from tiered_memory.validation import check_id, check_importance, check_namespace, check_vector
 
 from . import lexicon
+from .bulk import insert_rows
 from .database import SQLiteDatabase
 from .memory_columns import EMBEDDING, FIELDS, NAMES, columns
-from .sql import IN_JSON, json_list, placeholders
+from .sql import IN_JSON, json_list
 from .vector_table import VectorTable, batch_dimension, from_blob, to_blob
 
 # `_row` builds rows in `FIELDS` order; the embedding (position _EMBEDDING) goes to
@@ -37,13 +38,11 @@ from .vector_table import VectorTable, batch_dimension, from_blob, to_blob
 _NAMES = NAMES
 _EMBEDDING = EMBEDDING
 _ROW_FIELDS = FIELDS.replace(" embedding,", "")
-_INSERT = (
-    f"INSERT INTO memories ({_ROW_FIELDS}) VALUES ({placeholders(_ROW_FIELDS.count(',') + 1)})"
-)
-_INSERT_VECTOR = (
-    "INSERT INTO memory_vectors (pk, embedding) "
-    "SELECT pk, ? FROM memories WHERE namespace = ? AND id = ?"
-)
+# Rows go in with their pks given (`MemoryTable.insert`), as multi-row statements (`bulk`).
+_INSERT = f"INSERT INTO memories (pk, {_ROW_FIELDS})"
+_INSERT_WIDTH = _ROW_FIELDS.count(",") + 2
+_INSERT_VECTOR = "INSERT INTO memory_vectors (pk, embedding)"
+_MAX_PK = (1 << 63) - 1
 VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
 
 
@@ -182,26 +181,34 @@ class MemoryTable:
         )
 
     def prepare(
-        self, namespace: str, memories: Sequence[Memory], *, need_embedding: bool
+        self,
+        namespace: str,
+        memories: Sequence[Memory],
+        *,
+        need_embedding: bool,
+        vectors: Sequence[Vector] | None = None,
     ) -> tuple[Rows, int | None]:
         """The rows of a batch and its vectors' dimension, validated completely before
-        anything is written."""
+        anything is written; `vectors`, when given, are the memories' embeddings (their
+        own are ignored)."""
         seen: set[str] = set()
-        vectors: list[Vector | None] = []
-        for memory in memories:
+        checked: list[Vector | None] = []
+        for i, memory in enumerate(memories):
             if memory.id in seen:
                 raise ValidationError(f"id {memory.id!r} appears twice in one batch")
             seen.add(memory.id)
-            if memory.embedding is None:
+            if vectors is not None:
+                checked.append(check_vector(vectors[i], None))
+            elif memory.embedding is None:
                 if need_embedding:
                     raise ValidationError(
                         f"memory {memory.id!r} has no embedding; embed it before put_many"
                     )
-                vectors.append(None)
+                checked.append(None)
             else:
-                vectors.append(check_vector(memory.embedding, None))
-        dimension = batch_dimension(vectors)
-        rows = [self._row(namespace, m, v) for m, v in zip(memories, vectors, strict=True)]
+                checked.append(check_vector(memory.embedding, None))
+        dimension = batch_dimension(checked)
+        rows = [self._row(namespace, m, v) for m, v in zip(memories, checked, strict=True)]
         return rows, dimension
 
     def insert(self, conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -209,12 +216,39 @@ class MemoryTable:
 
         Each memory, its vector and its lexical index entries go in the caller's
         transaction, so a crash keeps all or none (docs/durability.md). The insert
-        trigger queues the rows; `lexicon.index_queued` indexes them in one pass.
+        trigger queues the rows; `lexicon.index_queued` indexes them in one pass, from
+        the texts in hand.
+
+        The rows get the pks SQLite would give them (one more than the largest, in
+        order), given explicitly: the vectors then go in by pk, where each was an
+        INSERT ... SELECT that looked its memory up by (namespace, id).
         """
-        conn.executemany(_INSERT, [r[:_EMBEDDING] + r[_EMBEDDING + 1 :] for r in rows])
-        lexicon.index_queued(conn, self._db.lexicon_queue)
-        conn.executemany(
-            _INSERT_VECTOR, [(r[_EMBEDDING], r[0], r[1]) for r in rows if r[_EMBEDDING] is not None]
+        if not rows:
+            return
+        first = int(conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()[0]) + 1
+        if first + len(rows) - 1 > _MAX_PK:  # SQLite would pick unused pks at random
+            raise ValidationError("the memories table has run out of row keys")
+        pks = range(first, first + len(rows))
+        insert_rows(
+            conn,
+            _INSERT,
+            [(pk, *r[:_EMBEDDING], *r[_EMBEDDING + 1 :]) for pk, r in zip(pks, rows, strict=True)],
+            _INSERT_WIDTH,
+        )
+        lexicon.index_queued(
+            conn,
+            self._db.lexicon_queue,
+            known={pk: (r[0], r[2]) for pk, r in zip(pks, rows, strict=True)},
+        )
+        insert_rows(
+            conn,
+            _INSERT_VECTOR,
+            [
+                (pk, r[_EMBEDDING])
+                for pk, r in zip(pks, rows, strict=True)
+                if r[_EMBEDDING] is not None
+            ],
+            2,
         )
 
     @staticmethod

@@ -27,6 +27,10 @@ Versions:
    (`pending`, `schema.PENDING_ORIGINALS`), created in any file when opened (a
    library without it would ignore the table and delete originals as it always did;
    what it left queued is deleted by the next library that sweeps).
+   Later, also without a version: the index `links_target` is dropped when a file is
+   opened (`schema.STATEMENTS`; a node's target rows are the mirrors of its source
+   rows, `graph.drop_nodes`). A library that still creates it recreates it at open,
+   and its deletes by target work with or without it.
 """
 
 from __future__ import annotations

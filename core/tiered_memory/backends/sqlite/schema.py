@@ -165,7 +165,8 @@ STATEMENTS = [
         value TEXT NOT NULL UNIQUE
     )""",
     # Associations: both directions are stored as rows, so a node's links are one
-    # prefix of the primary key whichever side it was linked from.
+    # prefix of the primary key whichever side it was linked from, and the rows naming
+    # it as a target are the mirrors of those (`graph.drop_nodes` deletes them by key).
     """CREATE TABLE IF NOT EXISTS links (
         namespace TEXT NOT NULL,
         source TEXT NOT NULL,
@@ -177,7 +178,11 @@ STATEMENTS = [
         PRIMARY KEY (namespace, source, target),
         CHECK (source <> target)
     ) WITHOUT ROWID""",
-    "CREATE INDEX IF NOT EXISTS links_target ON links (namespace, target)",
+    # An index on (namespace, target) until this version; only dropping a node used it,
+    # and every auto-link of add_many wrote two entries in it at random places (a
+    # seventh of the pages an add_many with links wrote at 100k memories). A no-op once
+    # gone; an older library recreates it when it opens the file, which is harmless.
+    "DROP INDEX IF EXISTS links_target",
     *ARCHIVAL,
     PENDING_ORIGINALS,
     # The operations log behind stats()'s dashboard numbers (`events`).

@@ -214,10 +214,24 @@ class SQLiteMemoryStore:
     # -- live memories -------------------------------------------------------------------
 
     async def put_many(self, namespace: str, memories: Sequence[Memory]) -> None:
+        await self._put(namespace, memories, None)
+
+    async def put_vectors_many(
+        self, namespace: str, memories: Sequence[Memory], vectors: Sequence[Vector]
+    ) -> None:
+        """`put_many` with the embeddings as arrays, one per memory (`SupportsPutVectors`);
+        the memories' own `embedding` is ignored."""
+        if len(vectors) != len(memories):
+            raise ValidationError(f"{len(memories)} memories but {len(vectors)} vectors")
+        await self._put(namespace, memories, vectors)
+
+    async def _put(
+        self, namespace: str, memories: Sequence[Memory], vectors: Sequence[Vector] | None
+    ) -> None:
         ns = check_namespace(namespace)
         if not memories:
             return
-        rows, dimension = self._memories.prepare(ns, memories, need_embedding=True)
+        rows, dimension = self._memories.prepare(ns, memories, need_embedding=True, vectors=vectors)
         ids = [m.id for m in memories]
         await self._db.gate()
         with self._db.write() as conn:
