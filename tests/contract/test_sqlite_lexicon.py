@@ -91,7 +91,9 @@ def _rewrite_as_version(path: Path, version: int) -> None:
         conn.close()
 
 
-def _index(conn: sqlite3.Connection) -> tuple[list[tuple[object, ...]], ...]:
+def _index(
+    conn: sqlite3.Connection, *, lengths: bool = True
+) -> tuple[list[tuple[object, ...]], ...]:
     """The whole lexical index, by namespace name (numbers of `lexicon_namespaces` may
     differ between an index kept by triggers and a rebuilt one)."""
     return (
@@ -101,7 +103,7 @@ def _index(conn: sqlite3.Connection) -> tuple[list[tuple[object, ...]], ...]:
         ).fetchall(),
         conn.execute("SELECT pk, length FROM lexicon_documents ORDER BY 1").fetchall(),
         conn.execute(
-            "SELECT n.namespace, p.term, p.pk, p.tf FROM "
+            f"SELECT n.namespace, p.term, p.pk, p.tf{', p.length' if lengths else ''} FROM "
             "(SELECT * FROM lexicon_postings UNION ALL SELECT * FROM lexicon_middle "
             "UNION ALL SELECT * FROM lexicon_recent) AS p "
             "JOIN lexicon_namespaces AS n ON n.id = p.ns ORDER BY 1, 2, 3"
@@ -347,7 +349,10 @@ def test_the_batch_path_writes_what_the_per_row_triggers_wrote(
                 reference.execute(statement)
             for row in rows:  # one row at a time, as the per-row triggers saw them
                 reference.execute("INSERT INTO memories VALUES (?, ?, ?)", row)
-            assert kept == _index(reference)
+            # schema 5's postings had no length: compared without it (the lengths are
+            # `test_postings_carry_their_documents_length`'s)
+            assert kept[:2] == _index(reference)[:2]
+            assert [r[:4] for r in kept[2]] == list(_index(reference, lengths=False)[2])
         finally:
             reference.close()
 
@@ -528,6 +533,90 @@ async def test_a_schema_6_file_deletes_postings_from_every_tree(
         assert "a8" not in {i for i, _ in await _search(store, "a", "codes")}
     finally:
         await store.close()
+
+
+def _postings_without_lengths(path: Path) -> None:
+    """The file as a library before postings carried lengths left it: the three trees
+    without the column, and its triggers (dropped here; opening recreates them)."""
+    conn = sqlite3.connect(path)
+    try:
+        for name in ("unindex", "reindex"):
+            conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
+        for table in ("lexicon_postings", "lexicon_middle", "lexicon_recent"):
+            conn.execute(f"ALTER TABLE {table} RENAME TO old_{table}")
+            conn.execute(
+                f"CREATE TABLE {table} (ns INTEGER NOT NULL, term TEXT NOT NULL, "
+                "pk INTEGER NOT NULL, tf INTEGER NOT NULL, PRIMARY KEY (ns, term, pk)) "
+                "WITHOUT ROWID"
+            )
+            conn.execute(f"INSERT INTO {table} SELECT ns, term, pk, tf FROM old_{table}")
+            conn.execute(f"DROP TABLE old_{table}")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_postings_carry_their_documents_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each posting holds its document's length, through batch writes, content updates
+    and moves between the trees, so BM25 reads no document row: scores stay the same
+    when `lexicon_documents` is made wrong underneath."""
+    monkeypatch.setattr(sqlite_lexicon, "RECENT_POSTINGS", 3)  # moves on most batches
+    path = tmp_path / "memory.db"
+    await _fill(path)
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        await store.replace_many("a", [_memory("a1", "coding the vault gate twice, coding")])
+        with store.database.read() as conn:
+            wrong = conn.execute(
+                "SELECT count(*) FROM (SELECT * FROM lexicon_postings UNION ALL "
+                "SELECT * FROM lexicon_middle UNION ALL SELECT * FROM lexicon_recent) AS p "
+                "JOIN lexicon_documents AS d ON d.pk = p.pk "
+                "WHERE p.length IS NOT d.length"
+            ).fetchone()[0]
+        assert wrong == 0
+        before = {ns: await _search(store, ns, "vault codes gate") for ns in TEXTS}
+        with store.database.write() as conn:
+            conn.execute("UPDATE lexicon_documents SET length = length + 7")
+        after = {ns: await _search(store, ns, "vault codes gate") for ns in TEXTS}
+        assert after == before
+        assert any(hits for hits in before.values())
+    finally:
+        await store.close()
+
+
+async def test_postings_written_without_lengths_rank_the_same(tmp_path: Path) -> None:
+    """A file whose postings have no length (an older library's) gets the column when
+    opened; its old postings take their lengths from `lexicon_documents`, new ones
+    carry theirs, and every score equals a fresh file's."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    await _fill(fresh)
+    await _fill(old)
+    _postings_without_lengths(old)
+    migrated = await SQLiteMemoryStore.open(old)
+    reference = await SQLiteMemoryStore.open(fresh)
+    try:
+        for store in (migrated, reference):
+            await store.put_many("a", [_memory("a7", "the vault gate codes")])
+        with migrated.database.read() as conn:
+            lengths = dict(
+                conn.execute(
+                    "SELECT m.id, max(p.length) FROM memories AS m "
+                    "JOIN lexicon_recent AS p ON p.pk = m.pk GROUP BY m.id"
+                ).fetchall()
+            )
+        assert lengths.pop("a7") is not None  # written after the upgrade
+        assert set(lengths.values()) == {None}  # written before it
+        for ns in TEXTS:
+            for query in ("vault code", "the codes", "piano garden gate"):
+                assert await _search(migrated, ns, query) == await _search(reference, ns, query)
+        await migrated.delete_many("a", ["a0"])
+        await migrated.replace_many("b", [_memory("b1", "codes of a vault")])
+        assert "a0" not in {i for i, _ in await _search(migrated, "a", "vault")}
+    finally:
+        await migrated.close()
+        await reference.close()
 
 
 async def test_document_frequencies_stop_at_the_cap_across_the_trees(

@@ -31,6 +31,11 @@ Versions:
    opened (`schema.STATEMENTS`; a node's target rows are the mirrors of its source
    rows, `graph.drop_nodes`). A library that still creates it recreates it at open,
    and its deletes by target work with or without it.
+   Later, also without a version: each posting carries its document's length
+   (`lexicon.ensure_lengths` adds the column when a file is opened, NULL in the rows
+   already there, and the triggers that fill it). A search takes a NULL length from
+   `lexicon_documents`, so postings written by a library without the column (which
+   names its columns) still rank the same.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ def upgrade(conn: sqlite3.Connection, path: str) -> None:
         add_columns(conn)  # by presence: also a version-4 file written before them
         if row is not None and int(row[0]) < 7:
             lexicon.replace_triggers(conn)
+        lexicon.ensure_lengths(conn)  # by presence, before a rebuild writes lengths
         lexicon.ensure_current(conn)
         tier_rows.ensure(conn)
         if row is None or int(row[0]) < SCHEMA_VERSION:
