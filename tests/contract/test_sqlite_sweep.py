@@ -238,6 +238,24 @@ def _counts(want: lifecycle.HotExpiry) -> lifecycle.HotExpiryMoves:
     return lifecycle.HotExpiryMoves(len(want.to_warm), len(want.to_cold), len(want.through_warm))
 
 
+def _count_floor_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every call the bulk expiry makes of its Python time-to-the-floor function."""
+    calls: list[tuple[str, int]] = []
+    floor_function = sqlite_sweep._floor_function
+
+    def counting(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
+        floor = floor_function(time_to_floor)
+
+        def call(memory_type: str, use_count: int) -> int:
+            calls.append((memory_type, use_count))
+            return floor(memory_type, use_count)
+
+        return call
+
+    monkeypatch.setattr(sqlite_sweep, "_floor_function", counting)
+    return calls
+
+
 @pytest.mark.parametrize("share", [0.25, 2.0])  # the tier index rebuilt, or kept
 async def test_a_bulk_expiry_decides_each_row_once(
     store: SQLiteMemoryStore, monkeypatch: pytest.MonkeyPatch, share: float
@@ -248,24 +266,11 @@ async def test_a_bulk_expiry_decides_each_row_once(
     calls for 976k rows moved at 1M memories)."""
     monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", share)
     monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", 0)
-    calls = 0
-    floor_function = sqlite_sweep._floor_function
-
-    def counting(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
-        floor = floor_function(time_to_floor)
-
-        def call(memory_type: str, use_count: int) -> int:
-            nonlocal calls
-            calls += 1
-            return floor(memory_type, use_count)
-
-        return call
-
-    monkeypatch.setattr(sqlite_sweep, "_floor_function", counting)
+    calls = _count_floor_calls(monkeypatch)
     want, bounds, to_floor, now = await _kept_and_used_lately(store)
     moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
     assert moves == _counts(want)
-    assert 0 < calls <= 30
+    assert 0 < len(calls) <= 30
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
@@ -277,20 +282,7 @@ async def test_a_bulk_expiry_asks_python_for_no_unused_rows_time_to_the_floor(
     (340k calls at 1M memories, a bulk import, for four distinct values); the rows
     still go where the rule sends them."""
     monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", 0)
-    calls = 0
-    floor_function = sqlite_sweep._floor_function
-
-    def counting(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
-        floor = floor_function(time_to_floor)
-
-        def call(memory_type: str, use_count: int) -> int:
-            nonlocal calls
-            calls += 1
-            return floor(memory_type, use_count)
-
-        return call
-
-    monkeypatch.setattr(sqlite_sweep, "_floor_function", counting)
+    calls = _count_floor_calls(monkeypatch)
     types = list(MemoryType)
     batch = [
         m.model_copy(update={"importance": 0.9, "memory_type": types[i % len(types)]})
@@ -303,7 +295,7 @@ async def test_a_bulk_expiry_asks_python_for_no_unused_rows_time_to_the_floor(
     bounds, to_floor = _expiry_bounds(now)
     moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=dry_run)
     assert moves == _counts(want)
-    assert calls <= len(MemoryType)
+    assert len(calls) <= len(MemoryType)
 
 
 @pytest.mark.parametrize("share", [0.25, 2.0])  # the tier index rebuilt, or kept
