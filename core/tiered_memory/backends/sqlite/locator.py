@@ -37,6 +37,3 @@ class RowLocator:
         """The remembered pk of each id of `ids` that has one (hints, see module)."""
         pks = self._pks
         return {i: pk for i in ids if (pk := pks.get((namespace, i))) is not None}
-
-    def clear(self) -> None:
-        self._pks.clear()
