@@ -78,3 +78,26 @@ async def test_a_hit_in_a_large_batch_of_one_timestamp_is_found_by_a_seek(
         assert steps < 3000  # about 2 steps a row of the batch before the fix: 12,000+
     finally:
         await store.close()
+
+
+async def test_the_neighbours_of_many_hits_take_two_statements(tmp_path: Path) -> None:
+    """A recall asks for the context of 10 hits: one statement seeks them all, and one
+    reads their rows (a statement per hit and side cost ~1 ms at 1M memories)."""
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
+    try:
+        await store.put_many("a", [_memory(f"t{i}", i) for i in range(30)])
+        statements: list[str] = []
+        with store.database.read() as conn:
+            conn.set_trace_callback(statements.append)
+        try:
+            hits = [f"t{i}" for i in range(0, 30, 3)]
+            found = await store.adjacent("a", hits, within=timedelta(minutes=10), per_side=1)
+        finally:
+            with store.database.read() as conn:
+                conn.set_trace_callback(None)
+        assert [m.id for m in found["t3"]] == ["t2", "t4"]
+        assert [m.id for m in found["t0"]] == ["t1"]
+        assert len(found) == 10
+        assert len(statements) == 2
+    finally:
+        await store.close()
