@@ -126,3 +126,28 @@ async def test_the_cold_phase_reads_no_row_twice(tmp_path: Path) -> None:
         assert len(cold) == 3
     finally:
         await store.close()
+
+
+async def test_a_first_batch_that_passes_is_read_once(tmp_path: Path) -> None:
+    """When the best k matches all pass the tier and filters (every match is in the
+    searched tiers), the batch that checked them is the answer: one read of the rows
+    (a second read of the same k rows by pk cost k more seeks at 1M memories)."""
+    store = await SQLiteMemoryStore.open(tmp_path / "a.db")
+    try:
+        spec = [(f"kiwi {WORDS[i % 4]}", Tier.HOT, False, False) for i in range(12)]
+        spec += [(WORDS[i % 4], Tier.HOT, False, False) for i in range(30)]
+        await store.put_many(NS, _memories(spec))
+        statements: list[str] = []
+        with store.database.read() as conn:
+            conn.set_trace_callback(statements.append)
+        try:
+            found = await store.lexical_search(NS, "kiwi", tiers=ACTIVE, k=5)
+        finally:
+            with store.database.read() as conn:
+                conn.set_trace_callback(None)
+        assert len(found) == 5
+        assert all("kiwi" in s.memory.content for s in found)
+        row_reads = [s for s in statements if "memories AS m" in s]
+        assert len(row_reads) == 1
+    finally:
+        await store.close()

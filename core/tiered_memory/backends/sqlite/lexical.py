@@ -27,7 +27,7 @@ from . import lexicon
 from .database import SQLiteDatabase, file_state
 from .locator import RowLocator
 from .memories import memory_of
-from .memory_columns import columns
+from .memory_columns import ID, TIER, columns
 from .sql import IN_JSON, json_list, search_filter_sql, tier_values
 
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
@@ -38,6 +38,7 @@ DEFAULT_LEXICAL_ROWS = 1_000
 ScoreKey = tuple[int, tuple[str, ...], tuple[int, int, int]]
 
 _NO_FILTER = SearchFilter()  # frozen, so one shared default is safe
+_ROW = columns("m", False)  # a hit's columns (`memory_of`), without its embedding
 
 
 class LexicalSearch:
@@ -109,14 +110,18 @@ class LexicalSearch:
             ]
             found.sort(key=lambda hit: (-hit[0], -hit[1]))
             best = found[:k]
-            rows = {
-                row[-1]: row
-                for row in conn.execute(
-                    f"SELECT {columns('m', False)}, m.pk FROM memories AS m "
-                    "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
-                    (json.dumps([pk for _, pk, _ in best]), ns),
+            whole = passing.whole
+            rows = {pk: whole[pk] for _, pk, _ in best if pk in whole}
+            unread = [pk for _, pk, _ in best if pk not in rows]
+            if unread:
+                rows.update(
+                    (row[-1], row)
+                    for row in conn.execute(
+                        f"SELECT {_ROW}, m.pk FROM memories AS m "
+                        "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
+                        (json.dumps(unread), ns),
+                    )
                 )
-            }
         if self._locator is not None:
             self._locator.note(ns, ((row[1], pk) for pk, row in rows.items()))
         return [
@@ -194,6 +199,10 @@ class _Passing:
     key: tuple[Any, ...]
     upto: int = 0
     rows: dict[int, tuple[str, str]] = field(default_factory=dict)  # pk -> (tier, id)
+    # The first batch's rows in full (`_ROW`, then the pk): when k of them pass, as in
+    # a store whose matches are all in the searched tiers, they are the answer, and
+    # reading them again by pk cost a second statement and k more seeks.
+    whole: dict[int, Any] = field(default_factory=dict)
 
     def count(self, scored: Sequence[tuple[int, float]], tiers: set[str]) -> int:
         """Rows of the tiers `tiers` among those read."""
@@ -211,13 +220,21 @@ class _Passing:
     ) -> list[tuple[str, str]]:
         """Read the rows of `scored[upto:end]` that pass the filters; returns their
         (tier, id)."""
-        cursor = conn.cursor()
-        cursor.row_factory = None  # plain tuples
-        found = cursor.execute(
-            "SELECT m.pk, m.tier, m.id FROM json_each(?) AS j "
-            f"CROSS JOIN memories AS m ON m.pk = j.value WHERE m.namespace = ?{where}",
-            (json.dumps([pk for pk, _ in scored[self.upto : end]]), ns, *params),
-        ).fetchall()
+        pks = json.dumps([pk for pk, _ in scored[self.upto : end]])
+        join = "FROM json_each(?) AS j CROSS JOIN memories AS m ON m.pk = j.value "
+        if self.upto == 0:  # the first batch, whole (`whole`)
+            rows = conn.execute(
+                f"SELECT {_ROW}, m.pk {join}WHERE m.namespace = ?{where}", (pks, ns, *params)
+            ).fetchall()
+            self.whole.update((row[-1], row) for row in rows)
+            found = [(row[-1], row[TIER], row[ID]) for row in rows]
+        else:
+            cursor = conn.cursor()
+            cursor.row_factory = None  # plain tuples
+            found = cursor.execute(
+                f"SELECT m.pk, m.tier, m.id {join}WHERE m.namespace = ?{where}",
+                (pks, ns, *params),
+            ).fetchall()
         self.upto = end
         added = [(tier, id_) for _, tier, id_ in found]
         self.rows.update((pk, (tier, id_)) for pk, tier, id_ in found)
