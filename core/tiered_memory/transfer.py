@@ -82,11 +82,66 @@ async def export_namespace(
     in one page, archived in a later one), so the document can always be imported.
     """
     ns = check_namespace(namespace, memory.policy.limits)
+    unread: list[str] = []
     async with memory.store.snapshot():
-        return await _export(memory, ns, progress)
+        document = await _export(memory, ns, progress, unread)
+    if unread:
+        await _read_again(memory, ns, document, unread)
+    return document
 
 
-async def _export(memory: AsyncTieredMemory, ns: str, progress: Progress) -> dict[str, Any]:
+async def _read_again(
+    memory: AsyncTieredMemory, ns: str, document: dict[str, Any], ids: list[str]
+) -> None:
+    """The archived memories whose original was missing when the export read it, read
+    again now that its snapshot has ended.
+
+    A restore in another process commits the memory live and then deletes its
+    original, so an export whose snapshot still saw the record archived finds no
+    original: written without it, the memory's text was lost on import. Live now, it
+    is exported as the live memory (with its links), in place of the record; still
+    archived, with the record and original it has now (or none, when the original is
+    really missing: `expand` will say so); gone, it was deleted meanwhile and is left
+    out. It was not live in the snapshot, so it appears once either way."""
+    store, graph = memory.store, memory.graph
+    live = await store.get_many(ns, ids, with_embeddings=True)
+    records = await store.get_archives(ns, [i for i in ids if i not in live])
+    archives: list[dict[str, Any]] = []
+    for entry in document["archives"]:
+        memory_id = entry["record"]["id"]
+        if memory_id not in ids:
+            archives.append(entry)
+        elif memory_id in records:
+            archives.append(await _archive_entry(memory, ns, records[memory_id]))
+    document["archives"] = archives
+    document["memories"].extend(live[i].model_dump(mode="json") for i in ids if i in live)
+    links = {(link["source"], link["target"]) for link in document["links"]}
+    known = {m["id"] for m in document["memories"]}
+    for link in await graph.links_of(ns, list(live)):
+        pair = (min(link.source, link.target), max(link.source, link.target))
+        if pair not in links and pair[0] in known and pair[1] in known:
+            links.add(pair)
+            update = {"source": pair[0], "target": pair[1]}
+            document["links"].append(link.model_copy(update=update).model_dump(mode="json"))
+
+
+async def _archive_entry(
+    memory: AsyncTieredMemory, ns: str, record: ArchiveRecord
+) -> dict[str, Any]:
+    """An archive record with its original as text (None when it is missing)."""
+    original: str | None
+    try:
+        original = (await memory.archiver.original(ns, record))[1].decode("utf-8")
+    except ArchiveIntegrityError:
+        original = None  # exported all the same; expand will say it is missing
+    return {"record": record.model_dump(mode="json"), "original": original}
+
+
+async def _export(
+    memory: AsyncTieredMemory, ns: str, progress: Progress, unread: list[str]
+) -> dict[str, Any]:
+    """The document as the snapshot holds it; the ids of archived memories whose
+    original was missing go to `unread` (`_read_again`)."""
     store, graph = memory.store, memory.graph
     memories: list[dict[str, Any]] = []
     links: dict[tuple[str, str], Link] = {}
@@ -114,12 +169,10 @@ async def _export(memory: AsyncTieredMemory, ns: str, progress: Progress) -> dic
         if not records:
             break
         for record in records:
-            original: str | None
-            try:
-                original = (await memory.archiver.original(ns, record))[1].decode("utf-8")
-            except ArchiveIntegrityError:
-                original = None  # exported all the same; expand will say it is missing
-            archives.append({"record": record.model_dump(mode="json"), "original": original})
+            entry = await _archive_entry(memory, ns, record)
+            if entry["original"] is None:
+                unread.append(record.id)
+            archives.append(entry)
         progress(len(records))
         after = records[-1].id
         if len(records) < PAGE:
