@@ -1,7 +1,7 @@
 """The beam of the HNSW graph's searches (`backends.sqlite.ann`): a single search of a
 large graph widens it (at 1M rows a beam of 64 lost whole queries: recall@10 0.95-1.0
-over builds); add_many's batch search keeps the beam it had. A stand-in graph records what each search asked usearch for, so
-no million-row build is needed."""
+over builds); add_many's batch search keeps the beam it had. A stand-in graph records
+what each search asked usearch for, so no million-row build is needed."""
 
 from __future__ import annotations
 
