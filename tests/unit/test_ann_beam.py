@@ -52,7 +52,7 @@ def _searched(rows: int, queries: int, count: int = 20) -> tuple[int, int]:
     return call
 
 
-@pytest.mark.parametrize(("rows", "beam"), [(100_000, 64), (250_000, 64), (1_000_000, 160)])
+@pytest.mark.parametrize(("rows", "beam"), [(100_000, 64), (250_000, 64), (1_000_000, 128)])
 def test_a_single_search_s_beam_grows_with_the_graph(rows: int, beam: int) -> None:
     assert _searched(rows, 1) == (beam, 0)
 
@@ -66,7 +66,7 @@ def test_the_batch_search_keeps_its_beam_and_threads_at_any_size() -> None:
     assert _searched(100_000, 3) == (ann.EXPANSION_SEARCH_MIN, 0)
 
 
-def test_the_beam_grows_by_three_quarters_per_doubling_of_the_graph() -> None:
-    assert ann._expansion(10, 4_000_000) == 256
-    assert ann._expansion(10, 500_000) == 112
+def test_the_beam_grows_by_half_per_doubling_of_the_graph() -> None:
+    assert ann._expansion(10, 4_000_000) == 192
+    assert ann._expansion(10, 500_000) == 96
     assert ann._expansion(10, 0) == ann.EXPANSION_SEARCH_MIN

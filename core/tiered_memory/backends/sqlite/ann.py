@@ -99,17 +99,18 @@ EXPANSION_SEARCH = 128
 # search for k + 32 candidates and found nothing more at 100k.
 EXPANSION_SEARCH_MIN = 64
 # A single search's beam also grows with the graph: EXPANSION_SEARCH_MIN up to
-# EXPANSION_SEARCH_ROWS rows, then three quarters of it more per doubling (160 at 1M,
-# 256 at 4M). Why: the misses at 1M are whole queries, not ranks near 10. On the scale
-# vectors (5,000 tight clusters of 200, their centres near-orthogonal) a failed search
-# ends in another cluster (best cosine found ~0.2, the true top 10 ~0.7): its beam,
-# filled with that cluster's rows, never reaches the query's. Float16 rounding (4e-5)
-# plays no part. Of 1,000 queries on two 1M graphs (built apart, like the store's
-# folds), 17 and 14 were lost so at 64 (recall@10 0.983, 0.985), 0 and 1 at 128
-# (0.9999, 0.998), 0 at 160 (0.9994); 100k has no such trap (0.9998 at 64). Of the
-# benchmark's 40 queries 0-2 were lost at 64 (recall@10 0.95-1.0 over builds; one lost
-# query costs 0.025). The wider beam costs ~0.2 ms at 1M. Batch searches (add_many's
-# dedup and links) keep EXPANSION_SEARCH_MIN.
+# EXPANSION_SEARCH_ROWS rows, then half of it more per doubling (128 at 1M, 192 at 4M).
+# Why: the misses at 1M are whole queries, not ranks near 10. On the scale vectors
+# (5,000 tight clusters of 200, their centres near-orthogonal) a failed search ends in
+# another cluster (best cosine found ~0.2, the true top 10 ~0.7): its beam, filled with
+# that cluster's rows, never reaches the query's. Float16 rounding (4e-5) plays no
+# part. Of 1,000 queries on two 1M graphs (built apart, like the store's folds), 17 and
+# 14 were lost so at 64 (recall@10 0.983, 0.985), 0 and 1 at 128 (0.9999, 0.998), 0 and
+# 0 at 160 (0.9999, 0.9994); 100k has no such trap (0.9998 at 64). Of the benchmark's
+# 40 queries 0-2 were lost at 64 (recall@10 0.95-1.0 over builds; one lost query costs
+# 0.025). A 1M vector search took 0.98 / 1.00 / 1.32 ms p50 at 64 / 128 / 160
+# (interleaved, one process), so 128. Batch searches (add_many's dedup and links)
+# keep EXPANSION_SEARCH_MIN.
 EXPANSION_SEARCH_ROWS = 250_000
 # How far a cosine from the graph's float16 rows can be from the exact one, for unit
 # vectors: each factor's rounding is at most 2**-11 of it (Cauchy-Schwarz bounds the
@@ -593,7 +594,7 @@ def _expansion(count: int, rows: int = 0) -> int:
     for a graph of `rows` rows above EXPANSION_SEARCH_ROWS (0: a batch search)."""
     beam = EXPANSION_SEARCH_MIN
     if rows > EXPANSION_SEARCH_ROWS:
-        beam = int(EXPANSION_SEARCH_MIN * (1 + 0.75 * math.log2(rows / EXPANSION_SEARCH_ROWS)))
+        beam = int(EXPANSION_SEARCH_MIN * (1 + math.log2(rows / EXPANSION_SEARCH_ROWS) / 2))
     return max(count, beam)
 
 
