@@ -283,8 +283,8 @@ class AnnIndex:
         with self._searching():
             if self.graph_rows:
                 # one query: a beam for the graph's size (EXPANSION_SEARCH_ROWS)
-                rows = self.graph_rows if n == 1 else 0
-                self._index.expansion_search = _expansion(count, rows)
+                size = self.graph_rows if n == 1 else 0
+                self._index.expansion_search = _expansion(count, size)
                 found = self._index.search(queries, count, exact=self._exhaustive())
                 graph_keys = np.asarray(found.keys, dtype=np.uint64).reshape(n, -1)
                 distances = np.asarray(found.distances, dtype=np.float32).reshape(n, -1)
