@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import sqlite3
 import tempfile
@@ -97,6 +98,20 @@ EXPANSION_SEARCH = 128
 # candidate (6 per candidate up to 128, before) cost about 1.5x the graph time of a
 # search for k + 32 candidates and found nothing more at 100k.
 EXPANSION_SEARCH_MIN = 64
+# A single search's beam also grows with the graph: EXPANSION_SEARCH_MIN up to
+# EXPANSION_SEARCH_ROWS rows, then half of it more per doubling (128 at 1M, 192 at 4M).
+# Why: the misses at 1M are whole queries, not ranks near 10. On the scale vectors
+# (5,000 tight clusters of 200, their centres near-orthogonal) a failed search ends in
+# another cluster (best cosine found ~0.2, the true top 10 ~0.7): its beam, filled with
+# that cluster's rows, never reaches the query's. Float16 rounding (4e-5) plays no
+# part. Of 1,000 queries on two 1M graphs (built apart, like the store's folds), 17 and
+# 14 were lost so at 64 (recall@10 0.983, 0.985), 0 and 1 at 128 (0.9999, 0.998), 0 and
+# 0 at 160 (0.9999, 0.9994); 100k has no such trap (0.9998 at 64). Of the benchmark's
+# 40 queries 0-2 were lost at 64 (recall@10 0.95-1.0 over builds; one lost query costs
+# 0.025). A 1M vector search took 0.98 / 1.00 / 1.32 ms p50 at 64 / 128 / 160
+# (interleaved, one process), so 128. Batch searches (add_many's dedup and links)
+# keep EXPANSION_SEARCH_MIN.
+EXPANSION_SEARCH_ROWS = 250_000
 # How far a cosine from the graph's float16 rows can be from the exact one, for unit
 # vectors: each factor's rounding is at most 2**-11 of it (Cauchy-Schwarz bounds the
 # sum by 2 * 2**-11 ~ 1e-3); measured at most 4e-5 on the scale vectors.
@@ -267,7 +282,9 @@ class AnnIndex:
         n = queries.shape[0]
         with self._searching():
             if self.graph_rows:
-                self._index.expansion_search = _expansion(count)
+                # one query: a beam for the graph's size (EXPANSION_SEARCH_ROWS)
+                size = self.graph_rows if n == 1 else 0
+                self._index.expansion_search = _expansion(count, size)
                 found = self._index.search(queries, count, exact=self._exhaustive())
                 graph_keys = np.asarray(found.keys, dtype=np.uint64).reshape(n, -1)
                 distances = np.asarray(found.distances, dtype=np.float32).reshape(n, -1)
@@ -572,9 +589,13 @@ def _cosines(queries: npt.NDArray[np.float32], rows: npt.NDArray[np.float32]) ->
     return queries @ rows.T
 
 
-def _expansion(count: int) -> int:
-    """The beam of a graph search for `count` candidates (EXPANSION_SEARCH_MIN)."""
-    return max(count, EXPANSION_SEARCH_MIN)
+def _expansion(count: int, rows: int = 0) -> int:
+    """The beam of a graph search for `count` candidates: EXPANSION_SEARCH_MIN, grown
+    for a graph of `rows` rows above EXPANSION_SEARCH_ROWS (0: a batch search)."""
+    beam = EXPANSION_SEARCH_MIN
+    if rows > EXPANSION_SEARCH_ROWS:
+        beam = int(EXPANSION_SEARCH_MIN * (1 + math.log2(rows / EXPANSION_SEARCH_ROWS) / 2))
+    return max(count, beam)
 
 
 def digest_of(namespace: str) -> str:
