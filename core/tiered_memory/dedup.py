@@ -9,6 +9,7 @@ vector search per item serves both.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -88,8 +89,9 @@ def screen(
     own = [[p for p in pairs if p[0] not in replacing] for pairs in stored]
     rejected = np.zeros(n, dtype=np.bool_)  # the duplicates so far: no one's neighbours
     out: list[Screened] = []
-    # small products (a block by the batch): on one BLAS thread (`one_blas_thread`)
-    with clusters.one_blas_thread():
+    # small products (a block by the batch): on one BLAS thread (`one_blas_thread`);
+    # one item (`add`) makes a 1 x 1 product, which the limit (~20 us) would outlast
+    with clusters.one_blas_thread() if n > 1 else contextlib.nullcontext():
         for start in range(0, n, _BLOCK):
             stop = min(n, start + _BLOCK)
             # this block's items against every item before them, in one product
