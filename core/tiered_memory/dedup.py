@@ -9,12 +9,14 @@ vector search per item serves both.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from . import clusters
 from .models import LIVE_TIERS
 from .ports import MemoryStore, SearchFilter, SupportsBatchVectorSearch, Vector
 
@@ -87,22 +89,27 @@ def screen(
     own = [[p for p in pairs if p[0] not in replacing] for pairs in stored]
     rejected = np.zeros(n, dtype=np.bool_)  # the duplicates so far: no one's neighbours
     out: list[Screened] = []
-    for start in range(0, n, _BLOCK):
-        stop = min(n, start + _BLOCK)
-        # this block's items against every item before them, in one product
-        sims = units[start:stop] @ units[:stop].T
-        later = np.arange(stop)[None, :] >= np.arange(start, stop)[:, None]
-        sims[later | rejected[None, :stop]] = -np.inf
-        if threshold is not None:
-            _reject(sims, ids, own, rejected, start, threshold, replacing)
-        width = min(k, stop)
-        top = np.argpartition(-sims, width - 1, axis=1)[:, :width]
-        scores = np.take_along_axis(sims, top, axis=1)
-        for r, (rows, values) in enumerate(zip(top.tolist(), scores.tolist(), strict=True)):
-            i = start + r
-            near = own[i] + [(ids[j], v) for j, v in zip(rows, values, strict=True) if v > -np.inf]
-            near.sort(key=lambda t: t[1], reverse=True)  # stable: a stored memory wins a tie
-            out.append(Screened(duplicate_of=near[0][0] if rejected[i] else None, near=near))
+    # small products (a block by the batch): on one BLAS thread (`one_blas_thread`);
+    # one item (`add`) makes a 1 x 1 product, which the limit (~20 us) would outlast
+    with clusters.one_blas_thread() if n > 1 else contextlib.nullcontext():
+        for start in range(0, n, _BLOCK):
+            stop = min(n, start + _BLOCK)
+            # this block's items against every item before them, in one product
+            sims = clusters.tile(units[start:stop], units[:stop])
+            later = np.arange(stop)[None, :] >= np.arange(start, stop)[:, None]
+            sims[later | rejected[None, :stop]] = -np.inf
+            if threshold is not None:
+                _reject(sims, ids, own, rejected, start, threshold, replacing)
+            width = min(k, stop)
+            top = np.argpartition(-sims, width - 1, axis=1)[:, :width]
+            scores = np.take_along_axis(sims, top, axis=1)
+            for r, (rows, values) in enumerate(zip(top.tolist(), scores.tolist(), strict=True)):
+                i = start + r
+                near = own[i] + [
+                    (ids[j], v) for j, v in zip(rows, values, strict=True) if v > -np.inf
+                ]
+                near.sort(key=lambda t: t[1], reverse=True)  # stable: a stored memory wins a tie
+                out.append(Screened(duplicate_of=near[0][0] if rejected[i] else None, near=near))
     return out
 
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tests.ann_mirror import assert_mirrors
-from tiered_memory.backends.sqlite import ann
+from tiered_memory import clusters
+from tiered_memory.backends.sqlite import ann, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import MemoryPatch, SearchFilter
@@ -745,3 +746,65 @@ async def test_the_dedup_batch_search_re_reads_only_candidates_that_may_rank(
             assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
     finally:
         await store.close()
+
+
+def _blas_threads_of(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The BLAS threads each `clusters.tile` product runs on, from now on."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not threadpoolctl.threadpool_info():
+        pytest.skip("no BLAS library threadpoolctl can limit")
+    threads: list[int] = []
+    tile = clusters.tile
+
+    def counted(rows: clusters.Matrix, cols: clusters.Matrix) -> clusters.Matrix:
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        threads.append(max(p["num_threads"] for p in blas))
+        return tile(rows, cols)
+
+    monkeypatch.setattr(clusters, "tile", counted)
+    return threads
+
+
+async def test_the_batch_search_scores_the_buffer_on_one_blas_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add_many's batch search scores its queries against the buffer's exact rows in
+    one product on one BLAS thread (a second one spun on the cores usearch's search
+    and SQLite wanted), with the answers of a scan."""
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)
+    store = await _open(tmp_path / "a.db")
+    try:
+        await _folded(store, _memories(300))
+        fresh = _memories(40, start=900, seed=13)
+        await store.put_many(NS, fresh)
+        threads = _blas_threads_of(monkeypatch)
+        queries = np.stack([_vector(m) for m in fresh])
+        many = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=3, filters=DEDUP)
+        assert threads
+        assert set(threads) == {1}
+        assert [r[0][0] for r in many] == [m.id for m in fresh]
+        exact = await store.vector_search_many(
+            NS, queries, tiers=LIVE_TIERS, k=3, filters=dataclasses.replace(DEDUP, exact=True)
+        )
+        assert [[i for i, _ in r] for r in many] == [[i for i, _ in r] for r in exact]
+    finally:
+        await store.close()
+
+
+def test_a_batch_s_shortlists_are_those_of_one_query_at_a_time() -> None:
+    """`_shortlists` (a batch's candidates that may rank, in a few array operations)
+    keeps what `_shortlist` keeps query by query: equal cosines at the k-th place,
+    fewer candidates than k, and queries with fewer candidates than the others."""
+    rng = np.random.default_rng(1)
+    grid = np.linspace(0.0, 1.0, 40).astype(np.float32)  # ties at every rank
+    for trial in range(300):
+        n, size, k = int(rng.integers(0, 6)), int(rng.integers(0, 14)), int(rng.integers(1, 5))
+        scores = [np.sort(rng.choice(grid, size))[::-1].copy() for _ in range(n)]
+        if trial % 3 == 0 and n:
+            scores[0] = scores[0][: max(0, size - 2)]
+        found = [np.arange(s.size, dtype=np.uint64) + 100 for s in scores]
+        got = vector_table._shortlists(found, scores, k)
+        want = [f[vector_table._shortlist(s, k)] for f, s in zip(found, scores, strict=True)]
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w)
