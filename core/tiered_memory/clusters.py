@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,12 +49,58 @@ def one_blas_thread() -> contextlib.AbstractContextManager[object]:
     at 384 dimensions), and OpenBLAS splits each across every core. On a 2-core
     machine with other work running, a tile took 0.7-15 ms across two threads against
     0.43 ms on one: consolidation's 693 tiles at 1M memories took 3.1 s, 0.3 s on one
-    thread, with the same products. The limit is the process's while it lasts."""
-    controller = _blas_controller()
-    if controller is None:
+    thread, with the same products. The limit is the process's while any holder of it
+    is inside (`_OneThread`)."""
+    if _blas_controller() is None:
         return contextlib.nullcontext()
-    limited: contextlib.AbstractContextManager[object] = controller.limit(limits=1, user_api="blas")
-    return limited
+    return _ONE_THREAD.held()
+
+
+class _OneThread:
+    """One process-wide BLAS limit shared by every holder: the first to enter sets it,
+    the last to leave restores what was there before.
+
+    A sweep's grouping and an add_many's products may hold it at once, from two
+    threads, and leave in either order; each restoring what it saw on entry left the
+    second without its limit when the first left, then BLAS on one thread for good
+    when the second restored the first's limit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._limiter: Any = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            if self._holders == 0:
+                self._limiter = _blas_controller().limit(limits=1, user_api="blas")
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    limiter, self._limiter = self._limiter, None
+                    # threadpoolctl lets one thread at a time set OpenBLAS's shared
+                    # pool (the first to set it, until released); the last holder
+                    # may be another thread, so it takes over to restore, then lets go
+                    _release_openblas()
+                    limiter.restore_original_limits()
+                    _release_openblas()
+
+
+def _release_openblas() -> None:
+    """Let any thread set OpenBLAS's threads again (threadpoolctl >= 3.6 ties them to
+    the thread that set them last; older versions have no such tie)."""
+    openblas = getattr(importlib.import_module("threadpoolctl"), "OpenBLASController", None)
+    clear = getattr(openblas, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
+_ONE_THREAD = _OneThread()
 
 
 @functools.cache

@@ -4,6 +4,7 @@ no matrix grows with the number of memories."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -161,3 +162,46 @@ def test_the_tiles_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(want) == 40
     assert threads
     assert set(threads) == {1}
+
+
+def test_overlapping_limits_in_two_threads_restore_the_blas_threads() -> None:
+    """The limit is the process's: a sweep's grouping and an add_many's products may
+    hold it at once, from two threads, and leave in either order. Each restoring what
+    it saw on entry left BLAS on one thread for good when the first to enter left
+    first (the second restored the first's limit). The last to leave restores."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not threadpoolctl.threadpool_info():
+        pytest.skip("no BLAS library threadpoolctl can limit")
+
+    def blas_threads() -> int:
+        return int(
+            max(
+                p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"
+            )
+        )
+
+    before = blas_threads()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def first() -> None:
+        with clusters.one_blas_thread():
+            first_in.set()
+            second_in.wait(5)
+            seen.append(blas_threads())
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with clusters.one_blas_thread():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(blas_threads())  # the first left; this one still holds it
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [1, 1]
+    assert blas_threads() == before
