@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.ann_mirror import assert_mirrors
-from tiered_memory import clusters
+from tests.blas import blas_threads_of
 from tiered_memory.backends.sqlite import ann, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
@@ -748,23 +748,6 @@ async def test_the_dedup_batch_search_re_reads_only_candidates_that_may_rank(
         await store.close()
 
 
-def _blas_threads_of(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The BLAS threads each `clusters.tile` product runs on, from now on."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    if not threadpoolctl.threadpool_info():
-        pytest.skip("no BLAS library threadpoolctl can limit")
-    threads: list[int] = []
-    tile = clusters.tile
-
-    def counted(rows: clusters.Matrix, cols: clusters.Matrix) -> clusters.Matrix:
-        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-        threads.append(max(p["num_threads"] for p in blas))
-        return tile(rows, cols)
-
-    monkeypatch.setattr(clusters, "tile", counted)
-    return threads
-
-
 async def test_the_batch_search_scores_the_buffer_on_one_blas_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -777,7 +760,7 @@ async def test_the_batch_search_scores_the_buffer_on_one_blas_thread(
         await _folded(store, _memories(300))
         fresh = _memories(40, start=900, seed=13)
         await store.put_many(NS, fresh)
-        threads = _blas_threads_of(monkeypatch)
+        threads = blas_threads_of(monkeypatch)
         queries = np.stack([_vector(m) for m in fresh])
         many = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=3, filters=DEDUP)
         assert threads

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from tests.blas import blas_threads, blas_threads_of
 from tiered_memory import clusters
 
 
@@ -140,23 +141,12 @@ def test_the_tiles_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> No
     busy 2-core machine a tile took 2-30x longer on two threads than on one. Where
     threadpoolctl can see the BLAS library, each tile runs on one thread, and the
     groups are the same."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    if not threadpoolctl.threadpool_info():
-        pytest.skip("no BLAS library threadpoolctl can limit")
-    threads: list[int] = []
-    tile = clusters.tile
-
-    def counted(rows: clusters.Matrix, cols: clusters.Matrix) -> clusters.Matrix:
-        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-        threads.append(max(p["num_threads"] for p in blas))
-        return tile(rows, cols)
-
     rng = np.random.default_rng(4)
     base = rng.normal(size=(40, 16)).astype(np.float32)
     vectors = np.concatenate([base, base + rng.normal(scale=0.01, size=base.shape)])
     ids = [f"m{i}" for i in range(len(vectors))]
     want = clusters.near_duplicate_groups(ids, vectors, min_similarity=0.9, max_group=4, reach=50)
-    monkeypatch.setattr(clusters, "tile", counted)
+    threads = blas_threads_of(monkeypatch)
     got = clusters.near_duplicate_groups(ids, vectors, min_similarity=0.9, max_group=4, reach=50)
     assert got == want
     assert len(want) == 40
@@ -169,18 +159,7 @@ def test_overlapping_limits_in_two_threads_restore_the_blas_threads() -> None:
     hold it at once, from two threads, and leave in either order. Each restoring what
     it saw on entry left BLAS on one thread for good when the first to enter left
     first (the second restored the first's limit). The last to leave restores."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    if not threadpoolctl.threadpool_info():
-        pytest.skip("no BLAS library threadpoolctl can limit")
-
-    def blas_threads() -> int:
-        return int(
-            max(
-                p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"
-            )
-        )
-
-    before = blas_threads()
+    before = blas_threads()  # skips where threadpoolctl sees no BLAS library
     first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
     seen: list[int] = []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tiered_memory import clusters
+from tests.blas import blas_threads_of
 from tiered_memory.dedup import Screened, screen, threshold
 
 
@@ -70,24 +70,13 @@ def test_the_batch_is_compared_with_itself_on_one_blas_thread(
     """The products of a batch with its earlier items are small (a block by the
     batch): on one BLAS thread, where a second one spun on a core add_many's graph
     search and SQLite wanted. The screening is the same."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    if not threadpoolctl.threadpool_info():
-        pytest.skip("no BLAS library threadpoolctl can limit")
-    threads: list[int] = []
-    tile = clusters.tile
-
-    def counted(rows: clusters.Matrix, cols: clusters.Matrix) -> clusters.Matrix:
-        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-        threads.append(max(p["num_threads"] for p in blas))
-        return tile(rows, cols)
-
     rng = np.random.default_rng(2)
     vectors = list(rng.normal(size=(300, 8)).astype(np.float32))
     vectors[290] = vectors[3] * 2  # a duplicate in the second block
     ids = [f"m{i}" for i in range(300)]
     stored: list[list[tuple[str, float]]] = [[("s", 0.5)] for _ in ids]
     want = screen(ids, vectors, stored, k=3, threshold=0.95)
-    monkeypatch.setattr(clusters, "tile", counted)
+    threads = blas_threads_of(monkeypatch)
     assert screen(ids, vectors, stored, k=3, threshold=0.95) == want
     assert want[290].duplicate_of == "m3"
     assert len(threads) == 2  # one product per block of 256
