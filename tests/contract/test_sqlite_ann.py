@@ -705,6 +705,52 @@ async def test_a_vector_search_reads_its_hits_once_and_never_a_stale_row(
         await store.close()
 
 
+_SMALL_READS = ("key = 'dimension'", "FROM tier_rows", "FROM vector_deletes")
+
+
+async def _statements_of_search(
+    store: SQLiteMemoryStore, query: np.ndarray, tiers: frozenset[Tier]
+) -> tuple[list[str], list[tuple[str, float]]]:
+    statements: list[str] = []
+    with store.database.read() as conn:
+        conn.set_trace_callback(statements.append)
+    try:
+        found = await _search(store, query, tiers=tiers)
+    finally:
+        with store.database.read() as conn:
+            conn.set_trace_callback(None)
+    return statements, found
+
+
+async def test_an_unchanged_file_s_small_reads_are_not_repeated_and_a_write_renews_them(
+    tmp_path: Path,
+) -> None:
+    """The dimension, the tier counts and the delete log's position are read once while
+    the file is unchanged (`FileMemo`); another connection's write makes the next
+    search read them again, and its answer shows the write."""
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    other = await _open(path, min_rows=None)
+    try:
+        await store.put_many(NS, _memories(300))
+        query = _queries()[0]
+        await _search(store, query)  # the index is loaded and caught up
+        statements, _ = await _statements_of_search(store, _queries()[1], LIVE_TIERS)
+        assert not [s for s in statements if any(r in s for r in _SMALL_READS)]
+
+        hot = frozenset({Tier.HOT})
+        before = await _search(store, query, tiers=hot)
+        moved = [i for i, _ in before[:2]]
+        await other.set_tier(NS, moved, Tier.WARM, T0)
+        statements, after = await _statements_of_search(store, query, hot)
+        assert all(any(r in s for s in statements) for r in _SMALL_READS)
+        assert not set(moved) & {i for i, _ in after}
+        assert after == await _search(store, query, tiers=hot, filters=EXACT)
+    finally:
+        await other.close()
+        await store.close()
+
+
 DEDUP = SearchFilter(include_forgotten=True, include_superseded=True)  # what add_many asks
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from tiered_memory.ports import SearchFilter, Vector
 
-from .database import file_state
+from .file_memo import FileState
 from .memory_columns import EMBEDDING, ID, TIER, columns
 from .sql import search_filter_sql
 from .vectors import unit_rows
@@ -48,7 +48,7 @@ class GraphCandidates:
     namespace: str
     query: bytes
     filters: SearchFilter
-    state: tuple[int, int, int]
+    state: FileState
     fetch: int
     complete: bool  # the graph gave fewer than `fetch`: these are all its rows
     ids: tuple[str, ...]
@@ -65,9 +65,11 @@ class GraphCandidates:
         query: Vector,
         filters: SearchFilter,
         fetch: int,
+        state: FileState,
     ) -> GraphCandidates:
         """Read the candidates `keys` (pks) that are still live in `ns` and pass
-        `filters`, whatever their tier, and score them exactly (unit rows)."""
+        `filters`, whatever their tier, and score them exactly (unit rows). `state`:
+        the file's, taken before the graph search (`FileMemo`)."""
         clauses, params = search_filter_sql(filters)
         where = "".join(f" AND {c}" for c in clauses)
         # `+`: look the candidates up by pk, not through an index of the namespace
@@ -84,7 +86,7 @@ class GraphCandidates:
             namespace=ns,
             query=np.asarray(query, dtype=np.float32).tobytes(),
             filters=filters,
-            state=file_state(conn),
+            state=state,
             fetch=fetch,
             complete=keys.size < fetch,
             ids=tuple(r[ID] for r in rows),
@@ -95,7 +97,7 @@ class GraphCandidates:
 
     def answers(
         self,
-        conn: sqlite3.Connection,
+        state: FileState,
         ns: str,
         query: Vector,
         filters: SearchFilter,
@@ -108,10 +110,10 @@ class GraphCandidates:
             and (self.complete or self.fetch >= fetch)
             and self.filters == filters
             and self.query == np.asarray(query, dtype=np.float32).tobytes()
-            and self.state == file_state(conn)
+            and self.state == state
         )
 
-    def cosines(self, conn: sqlite3.Connection, ns: str, query: Vector) -> dict[str, float]:
+    def cosines(self, state: FileState, ns: str, query: Vector) -> dict[str, float]:
         """The exact cosines this set holds, when it was read for this namespace and
         query in the file as it is now (any filters: a cosine does not depend on
         them); else none. A recall asks for the cosines of its lexical hits, which are
@@ -119,16 +121,16 @@ class GraphCandidates:
         if (
             self.namespace != ns
             or self.query != np.asarray(query, dtype=np.float32).tobytes()
-            or self.state != file_state(conn)
+            or self.state != state
         ):
             return {}
         return dict(zip(self.ids, self.scores, strict=True))
 
-    def rows_of(self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]) -> dict[str, Any]:
+    def rows_of(self, state: FileState, ns: str, ids: Sequence[str]) -> dict[str, Any]:
         """The rows this set read for those of `ids` it holds, when it was read in
         this namespace from the file as it is now (any query or filters: a row is the
         row); else none."""
-        if self.namespace != ns or self.state != file_state(conn):
+        if self.namespace != ns or self.state != state:
             return {}
         rows = self.rows
         return {i: row for i in ids if (row := rows.get(i)) is not None}

@@ -41,6 +41,7 @@ from .ann import ANN_MIN_ROWS, AnnIndex
 from .archive_rows import code_rows
 from .codes import CalibratedIndex
 from .database import SQLiteDatabase
+from .file_memo import FileMemo, FileState
 from .graph_candidates import GraphCandidates
 from .locator import RowLocator
 from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
@@ -147,6 +148,7 @@ class VectorTable:
         self._warned_missing = False
         self._graph_candidates: GraphCandidates | None = None  # the last graph search's
         self.locator = RowLocator()  # pks of rows a search just read (`cosines`)
+        self._memo = FileMemo()  # the small reads every search repeats
         self._folder = None if database.path == ":memory:" else Path(f"{database.path}.ann")
         database.on_rollback(self._rolled_back)
         database.on_commit(self._committed)
@@ -212,12 +214,14 @@ class VectorTable:
         if _empty(conn):
             conn.execute("DELETE FROM meta WHERE key = 'dimension'")
 
-    def query(self, conn: sqlite3.Connection, query: Vector) -> tuple[Vector, int] | None:
+    def query(
+        self, conn: sqlite3.Connection, query: Vector, state: FileState
+    ) -> tuple[Vector, int] | None:
         """The unit query and the store's dimension (None while it holds no vector). The
         query is finite and flat (the engine checked it); only its size is compared
-        with what this file holds."""
+        with what this file holds. `state`: the caller's `FileMemo.state`."""
         vector = np.asarray(query, dtype=np.float32).reshape(-1)
-        dim = self.dimension(conn)
+        dim = self._memo.get(state, "dimension", lambda: self.dimension(conn))
         if dim is None:
             return None
         if vector.size != dim:
@@ -227,9 +231,11 @@ class VectorTable:
             )
         return unit(vector), dim
 
-    def queries(self, conn: sqlite3.Connection, queries: Matrix) -> tuple[Matrix, int] | None:
+    def queries(
+        self, conn: sqlite3.Connection, queries: Matrix, state: FileState
+    ) -> tuple[Matrix, int] | None:
         """`query` for the rows of a matrix."""
-        dim = self.dimension(conn)
+        dim = self._memo.get(state, "dimension", lambda: self.dimension(conn))
         if dim is None:
             return None
         if queries.shape[1] != dim:
@@ -410,12 +416,13 @@ class VectorTable:
             if namespace is None or ns == namespace:
                 index.wait_folded()
 
-    def ann(self, conn: sqlite3.Connection, ns: str, dim: int) -> AnnIndex | None:
+    def ann(self, conn: sqlite3.Connection, ns: str, dim: int, file: FileState) -> AnnIndex | None:
         """The HNSW index of `ns`, caught up with the file; None while `ns` holds fewer
-        than `ann_min_rows` memories (or the index is off or not installed)."""
+        than `ann_min_rows` memories (or the index is off or not installed). `file`:
+        the caller's `FileMemo.state`."""
         if self.ann_min_rows is None:
             return None
-        state = ann.log_state(conn)
+        state = self._memo.get(file, "log", lambda: ann.log_state(conn))
         index = self._anns.get(ns)
         if index is not None and index.missed(state):
             log.info("tiered-memory: reloading the vector index of %r (log pruned past it)", ns)
@@ -460,6 +467,14 @@ class VectorTable:
                 log.warning("tiered-memory: could not save the vector index: %s", e)
         return index
 
+    def _rows(
+        self, conn: sqlite3.Connection, ns: str, parts: Sequence[str], state: FileState
+    ) -> int:
+        """The memories of `ns` in the tiers `parts` (`tier_rows.rows`)."""
+        return self._memo.get(
+            state, ("rows", ns, tuple(parts)), lambda: tier_rows.rows(conn, ns, parts)
+        )
+
     def _route(
         self,
         conn: sqlite3.Connection,
@@ -469,6 +484,7 @@ class VectorTable:
         k: int,
         filters: SearchFilter,
         dim: int,
+        state: FileState,
     ) -> tuple[AnnIndex, int] | None:
         """The graph and how many candidates to ask it for, for a search of tiers
         holding `rows` memories; None to scan those tiers instead: exact asked, or
@@ -483,7 +499,7 @@ class VectorTable:
         """
         if filters.exact or self.ann_min_rows is None or rows < self.ann_min_rows:
             return None
-        index = self.ann(conn, ns, dim)
+        index = self.ann(conn, ns, dim, state)
         if index is None or index.size == 0:
             return None
         share = min(1.0, rows / index.size)
@@ -526,6 +542,7 @@ class VectorTable:
         k: int,
         filters: SearchFilter,
         fetch: int,
+        state: FileState,
     ) -> list[tuple[str, float]] | None:
         """The k best through the index, re-scored exactly, starting with `fetch`
         candidates (`_route`); None when too few of the candidates it gives pass the
@@ -533,9 +550,9 @@ class VectorTable:
         phase of the same search (`GraphCandidates`)."""
         while True:
             last = self._graph_candidates
-            if last is None or not last.answers(conn, ns, q, filters, fetch):
+            if last is None or not last.answers(state, ns, q, filters, fetch):
                 keys = index.search(q, fetch)
-                last = GraphCandidates.read(conn, ns, keys, q, filters, fetch)
+                last = GraphCandidates.read(conn, ns, keys, q, filters, fetch, state)
                 self._graph_candidates = last
             found = last.best(parts, k)
             if found is not None:
@@ -560,17 +577,18 @@ class VectorTable:
         """The k best (id, cosine) pairs over the partitions `parts` (tiers, or
         ARCHIVE_KEY), best first, among the rows `filters` allow. Empty while the file
         holds no vector."""
-        prepared = self.query(conn, query)
+        state = self._memo.state(conn)
+        prepared = self.query(conn, query, state)
         if prepared is None or not parts:
             return []
         q, dim = prepared
         if ARCHIVE_KEY not in parts:
-            rows = tier_rows.rows(conn, ns, parts)
+            rows = self._rows(conn, ns, parts, state)
             if rows == 0:
                 return []  # e.g. the COLD phase before any sweep: nothing to search
-            route = self._route(conn, ns, parts, rows, k, filters, dim)
+            route = self._route(conn, ns, parts, rows, k, filters, dim, state)
             if route is not None:
-                found = self._ann_best(conn, ns, route[0], parts, q, k, filters, route[1])
+                found = self._ann_best(conn, ns, route[0], parts, q, k, filters, route[1], state)
                 if found is not None:
                     return found
         self.sync(conn)
@@ -602,19 +620,20 @@ class VectorTable:
         best: list[list[tuple[str, float]]] = [[] for _ in range(queries.shape[0])]
         if not best or not parts:
             return best
-        prepared = self.queries(conn, queries)
+        state = self._memo.state(conn)
+        prepared = self.queries(conn, queries, state)
         if prepared is None:
             return best
         units, dim = prepared
         pending = list(range(units.shape[0]))  # the queries still to scan for
         if ARCHIVE_KEY not in parts:
-            rows = tier_rows.rows(conn, ns, parts)
+            rows = self._rows(conn, ns, parts, state)
             if rows == 0:
                 return best
-            route = self._route(conn, ns, parts, rows, k, filters, dim)
+            route = self._route(conn, ns, parts, rows, k, filters, dim, state)
             if route is not None:
                 pending = self._ann_best_many(
-                    conn, ns, route[0], parts, units, k, filters, best, route[1]
+                    conn, ns, route[0], parts, units, k, filters, best, route[1], state
                 )
         if not pending:
             return best
@@ -646,6 +665,7 @@ class VectorTable:
         filters: SearchFilter,
         best: list[list[tuple[str, float]]],
         fetch: int,
+        state: FileState,
     ) -> list[int]:
         """`_ann_best` for many queries: one batched graph search, one SQL read of their
         candidates. Fills `best`; returns the queries too few candidates passed for,
@@ -688,7 +708,7 @@ class VectorTable:
             if pairs is not None:
                 best[j] = pairs
                 continue
-            alone = self._ann_best(conn, ns, index, parts, units[j], k, filters, fetch * 4)
+            alone = self._ann_best(conn, ns, index, parts, units[j], k, filters, fetch * 4, state)
             if alone is None:
                 pending.append(j)
             else:
@@ -718,7 +738,8 @@ class VectorTable:
         the cached unit rows, or the last graph search's candidates for this query
         (`GraphCandidates.cosines`), without reading and decoding the embeddings; the
         other ids are read from the file."""
-        prepared = self.query(conn, query)
+        state = self._memo.state(conn)
+        prepared = self.query(conn, query, state)
         if prepared is None:
             return {}
         q = prepared[0]
@@ -729,7 +750,7 @@ class VectorTable:
             if index is not None:
                 out.update(index.cosines(q, [i for i in ids if i not in out]))
         if self._graph_candidates is not None and len(out) < len(ids):
-            known = self._graph_candidates.cosines(conn, ns, q)
+            known = self._graph_candidates.cosines(state, ns, q)
             out.update((i, known[i]) for i in ids if i not in out and i in known)
         missing = [i for i in ids if i not in out]
         if missing:
@@ -755,7 +776,7 @@ class VectorTable:
         read, while the file is unchanged (`GraphCandidates.rows_of`): a search's hits
         come from its candidates."""
         last = self._graph_candidates
-        return {} if last is None else last.rows_of(conn, ns, ids)
+        return {} if last is None else last.rows_of(self._memo.state(conn), ns, ids)
 
     def _located_rows(
         self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]
