@@ -15,7 +15,7 @@ import pytest
 
 from tests.ann_mirror import assert_mirrors
 from tests.blas import blas_threads_of
-from tiered_memory.backends.sqlite import ann, vector_table
+from tiered_memory.backends.sqlite import ann, graph_candidates, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import MemoryPatch, SearchFilter
@@ -745,9 +745,58 @@ async def test_an_unchanged_file_s_small_reads_are_not_repeated_and_a_write_rene
         statements, after = await _statements_of_search(store, query, hot)
         assert all(any(r in s for s in statements) for r in _SMALL_READS)
         assert not set(moved) & {i for i, _ in after}
-        assert after == await _search(store, query, tiers=hot, filters=EXACT)
+        exact = await _search(store, query, tiers=hot, filters=EXACT)
+        assert [i for i, _ in after] == [i for i, _ in exact]
+        assert np.allclose([s for _, s in after], [s for _, s in exact], atol=1e-5)
     finally:
         await other.close()
+        await store.close()
+
+
+async def test_a_search_reads_the_candidates_that_may_rank_and_the_rest_when_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One search reads from the file only the graph's candidates whose float16 cosine
+    could place them among its k best; when the filters or the tiers leave too few of
+    those (or a later phase asks for other tiers), it reads the rest. Answers stay a
+    scan's, ties at every rank included."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _with_copies(300)
+        await store.put_many(NS, batch)
+        await _search(store, _queries(seed=5)[0])
+        _index(store).fold()  # the graph answers (the buffer is scanned exactly)
+        read: list[int] = []
+        real = graph_candidates._read
+
+        def counted(conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object) -> object:
+            read.append(int(keys.size))
+            return real(conn, ns, keys, *rest)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(graph_candidates, "_read", counted)
+        k = 3
+        queries = np.concatenate([_queries(5), _vector(batch[50])[None, :]])
+        for n, q in enumerate(queries):
+            read.clear()
+            got = await _search(store, q, k=k)
+            assert len(read) == 1 and read[0] < k + vector_table._ANN_EXTRA
+            want = await _search(store, q, k=k, filters=EXACT)
+            # a scan breaks ties its own way: the same cosines
+            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+            if n < len(queries) - 1:  # the last one's rows are copies: ties
+                assert [i for i, _ in got] == [i for i, _ in want]
+
+        # the best rows hidden: the first read cannot answer, the rest is read
+        q = _queries()[0]
+        best = [i for i, _ in await _search(store, q, k=k)]
+        await store.patch_many(NS, best, MemoryPatch(do_not_inject=True))
+        read.clear()
+        got = await _search(store, q, k=k)
+        assert len(read) == 2
+        want = await _search(store, q, k=k, filters=EXACT)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert not set(best) & {i for i, _ in got}
+    finally:
         await store.close()
 
 

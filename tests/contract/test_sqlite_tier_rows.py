@@ -95,13 +95,15 @@ async def test_a_file_from_before_the_counts_gets_them_when_opened(tmp_path: Pat
 class _GraphCalls:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.counts: list[int] = []
-        search = ann.AnnIndex.search
+        search = ann.AnnIndex.search_scored
 
-        def counting(index: ann.AnnIndex, query: np.ndarray, count: int) -> ann.Keys:
+        def counting(
+            index: ann.AnnIndex, queries: np.ndarray, count: int
+        ) -> tuple[list[ann.Keys], list[np.ndarray]]:
             self.counts.append(count)
-            return search(index, query, count)
+            return search(index, queries, count)
 
-        monkeypatch.setattr(ann.AnnIndex, "search", counting)
+        monkeypatch.setattr(ann.AnnIndex, "search_scored", counting)
 
 
 @pytest.mark.skipif(not ann.available(), reason="usearch is not installed")

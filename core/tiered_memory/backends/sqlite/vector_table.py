@@ -551,10 +551,15 @@ class VectorTable:
         while True:
             last = self._graph_candidates
             if last is None or not last.answers(state, ns, q, filters, fetch):
-                keys = index.search(q, fetch)
-                last = GraphCandidates.read(conn, ns, keys, q, filters, fetch, state)
+                (keys,), (approximate,) = index.search_scored(q[None, :], fetch)
+                last = GraphCandidates.read(
+                    conn, ns, keys, approximate, q, filters, fetch, state, k
+                )
                 self._graph_candidates = last
             found = last.best(parts, k)
+            if found is None and last.unread.size:
+                last = self._graph_candidates = last.read_rest(conn)
+                found = last.best(parts, k)
             if found is not None:
                 return found
             fetch = max(fetch, last.fetch)
