@@ -350,8 +350,11 @@ class VectorTable:
             index = self.cache.get(key)
             if index is None:
                 continue
+            if destination is None:  # nothing to append them to: no copy of the rows
+                index.discard(ids)
+                continue
             taken = index.take(ids)
-            if destination is not None and taken.size:
+            if taken.size:
                 destination.extend(taken)
                 placed.update(taken.ids)
         if destination is None:
