@@ -96,7 +96,9 @@ async def test_a_bulk_move_to_an_uncached_tier_copies_none_of_the_moved_rows(
     assert await store.set_tier(NS, moved, Tier.WARM, T0 + timedelta(days=4)) == 20
     assert taken == []
     hot = store._vectors.cache.get((NS, Tier.HOT.value))
-    assert hot is not None and hot.size == 20 and not set(moved) & set(hot.ids)
+    assert hot is not None
+    assert hot.size == 20
+    assert not set(moved) & set(hot.ids)
     assert (NS, Tier.WARM.value) not in set(store._vectors.cache)
     for tier in (Tier.HOT, Tier.WARM):
         hits = await store.vector_search(NS, query, tiers=frozenset({tier}), k=8)
