@@ -374,11 +374,14 @@ class SweepReads:
         assert self._vectors is not None
         assert self._memories is not None
         at = to_micros(tier_move(Tier.COLD, when).tier_changed_at)  # WARM's too
-        # The moved rows' ids are read back only for a cached partition of `ns` to
-        # follow (`refresh_moved`): at 976k moved, with nothing cached (a namespace
-        # searched through its HNSW index), RETURNING them cost about 1.2 s of CPU for
-        # nothing.
-        want_ids = self._vectors.holds(ns)
+        # The moved rows' ids are read back only for a cached partition of a live tier
+        # of `ns` to follow (`refresh_moved`): at 976k moved, with none cached (a
+        # namespace searched through its HNSW index), that is about a second for
+        # nothing. They are read from the decisions joined to the rows, after the
+        # UPDATE, one tier at a time: `RETURNING id, tier` cost the UPDATE 2.1-2.2 s
+        # more at 976k rows (SQLite keeps every returned row until the statement
+        # ends), the join 1.2-1.5 s.
+        want_ids = self._vectors.holds_live(ns)
         with _move_cache(self._db) as grow_cache, self._db.write() as conn:
             conn.create_function(_TO_FLOOR_FUNCTION, 2, cached, deterministic=True)
             due_count = conn.execute(f"SELECT count(*) FROM ({past})", params).fetchone()[0]
@@ -418,9 +421,9 @@ class SweepReads:
                     "CASE d.cold WHEN 1 THEN 0 ELSE memories.uses_since_cold END "
                     f"FROM {decisions} AS d WHERE d.pk = memories.pk) "
                     f"WHERE pk IN (SELECT pk FROM {decisions})"
-                    + (" RETURNING id, tier" if want_ids else "")
                 )
-                moved = conn.execute(move, {"at": at}).fetchall()
+                conn.execute(move, {"at": at})
+                moved = _moved_ids(conn, decisions) if want_ids else {}
                 row = conn.execute(
                     "SELECT coalesce(sum(cold), 0), coalesce(sum(cold AND kept), 0) "
                     f"FROM {decisions}"
@@ -429,14 +432,30 @@ class SweepReads:
             to_warm = due_count - to_cold
             if counting:
                 tier_rows.move(conn, ns, "hot", {"cold": to_cold, "warm": to_warm})
-            if want_ids:
-                for tier in (Tier.COLD, Tier.WARM):
-                    ids = [row[0] for row in moved if row[1] == tier.value]
-                    if ids:
-                        self._vectors.refresh_moved(conn, ns, ids, tier)
+            for tier, ids in moved.items():
+                if ids:
+                    self._vectors.refresh_moved(conn, ns, ids, tier)
         return HotExpiryMoves(
             to_warm=to_warm, to_cold=to_cold - through_warm, through_warm=through_warm
         )
+
+
+def _moved_ids(conn: sqlite3.Connection, decisions: str) -> dict[Tier, list[str]]:
+    """The ids the bulk expiry moved to COLD and to WARM, each in pk order (the order
+    the UPDATE rewrote them), read from its decisions table joined to the rows."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return {
+        tier: [
+            row[0]
+            for row in cursor.execute(
+                f"SELECT m.id FROM {decisions} AS d CROSS JOIN memories AS m ON m.pk = d.pk "
+                "WHERE d.cold = ? ORDER BY d.pk",
+                (cold,),
+            )
+        ]
+        for tier, cold in ((Tier.COLD, 1), (Tier.WARM, 0))
+    }
 
 
 def _unused_floor_sql(time_to_floor: Callable[[str, int], int]) -> str:

@@ -125,28 +125,54 @@ class VectorIndex:
         two numpy copies, not a SQLite read and a normalisation each. The rows left
         keep their order (a compaction, unlike `remove`'s swap with the last row).
         """
-        pos = self._pos
-        found = [pos[i] for i in ids if i in pos]
-        if not found:
+        picked = self._rows_of(ids)
+        if picked is None:
             return VectorIndex(self.dimension, capacity=1)
-        picked = np.unique(np.asarray(found, dtype=np.intp))  # sorted, once each
-        n, m = self.size, int(picked.size)
-        keep: Mask = np.ones(n, dtype=np.bool_)
-        keep[picked] = False
+        m = int(picked.size)
         taken = VectorIndex(self.dimension, capacity=m)
         taken._vectors[:m] = self._vectors[picked]
         taken._flags[:m] = self._flags[picked]
         taken._types[:m] = self._types[picked]
-        old_ids = self._ids
-        taken._ids = [old_ids[r] for r in picked.tolist()]
+        taken._ids = [self._ids[r] for r in picked.tolist()]
         taken._pos = dict(zip(taken._ids, range(m), strict=True))
-        left = n - m
+        self._compact(picked)
+        return taken
+
+    def discard(self, ids: Iterable[str]) -> int:
+        """Remove the rows of `ids` held here, keeping the order of the rest, and say
+        how many went: `take` for a bulk move whose target is not cached.
+
+        Why: `take` copies the rows it removes into a new index, which a move to an
+        uncached tier throws away. At 1M memories with the HOT tier cached, the sweep
+        moved 976k rows out of it (1.5 GB of float32 copied, then dropped): about
+        5.7 s of an 13.8 s sweep."""
+        picked = self._rows_of(ids)
+        if picked is None:
+            return 0
+        self._compact(picked)
+        return int(picked.size)
+
+    def _rows_of(self, ids: Iterable[str]) -> npt.NDArray[np.intp] | None:
+        """The sorted rows of the `ids` held here (each once), or None for none."""
+        pos = self._pos
+        found = [pos[i] for i in ids if i in pos]
+        if not found:
+            return None
+        rows: npt.NDArray[np.intp] = np.unique(np.asarray(found, dtype=np.intp))
+        return rows
+
+    def _compact(self, picked: npt.NDArray[np.intp]) -> None:
+        """Drop the rows `picked` (sorted, once each); the others keep their order."""
+        n = self.size
+        keep: Mask = np.ones(n, dtype=np.bool_)
+        keep[picked] = False
+        left = n - int(picked.size)
         self._vectors[:left] = self._vectors[:n][keep]
         self._flags[:left] = self._flags[:n][keep]
         self._types[:left] = self._types[:n][keep]
+        old_ids = self._ids
         self._ids = [old_ids[r] for r in np.flatnonzero(keep).tolist()]
         self._pos = dict(zip(self._ids, range(left), strict=True))
-        return taken
 
     def extend(self, other: VectorIndex) -> None:
         """Append every row of `other` (unit rows, as `take` returns them)."""
