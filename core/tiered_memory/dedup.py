@@ -45,15 +45,25 @@ def threshold(dedup_similarity: float | None, dedup: bool | None) -> float | Non
 
 
 async def nearest_stored(
-    store: MemoryStore, namespace: str, vectors: Sequence[Vector], k: int
+    store: MemoryStore,
+    namespace: str,
+    vectors: Sequence[Vector],
+    k: int,
+    *,
+    far: float | None = None,
 ) -> list[Neighbours]:
     """Each vector's k nearest stored memories (forgotten and superseded included): in
-    one batch where the store can (the embedded one), else one search per vector."""
+    one batch where the store can (the embedded one), else one search per vector.
+
+    `far`: a cosine below which no memory is a neighbour (the link floor). A batch
+    search through an approximate index searches again, more thoroughly, the vectors
+    whose best found is below it: that is how a search that missed the vector's
+    neighbourhood shows (`SupportsBatchVectorSearch`)."""
     filters = SearchFilter(include_forgotten=True, include_superseded=True)
     if isinstance(store, SupportsBatchVectorSearch):
         matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
         return await store.vector_search_many(
-            namespace, matrix, tiers=LIVE_TIERS, k=k, filters=filters
+            namespace, matrix, tiers=LIVE_TIERS, k=k, filters=filters, recheck_below=far
         )
     return [
         [

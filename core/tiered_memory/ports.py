@@ -560,7 +560,9 @@ class SupportsAdjacent(Protocol):
 class SupportsBatchVectorSearch(Protocol):
     """A store that ranks many query vectors in one pass: the (id, cosine) pairs
     `vector_search` would return for each row of `queries` (add_many's deduplication
-    and auto-linking); others get one `vector_search` per query."""
+    and auto-linking); others get one `vector_search` per query. An approximate index
+    searches the queries whose best is below `recheck_below` again, more thoroughly
+    (a far best is how a missed neighbourhood shows)."""
 
     async def vector_search_many(
         self,
@@ -570,6 +572,7 @@ class SupportsBatchVectorSearch(Protocol):
         tiers: frozenset[Tier],
         k: int,
         filters: SearchFilter = SearchFilter(),
+        recheck_below: float | None = None,
     ) -> list[list[tuple[str, float]]]: ...
 
 

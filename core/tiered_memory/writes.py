@@ -101,7 +101,8 @@ class Writer:
         duplicate_at = threshold(self.policy.limits.dedup_similarity, dedup)
         k = max(ap.autolink_top_k if link else 0, 1 if duplicate_at is not None else 0)
         vectors = [p.vector for p in prepared]
-        stored = await nearest_stored(self.store, ns, vectors, k) if k else []
+        far = ap.autolink_min_similarity  # a search finding nothing nearer is checked
+        stored = await nearest_stored(self.store, ns, vectors, k, far=far) if k else []
         screened = screen(
             [p.memory.id for p in prepared],
             vectors,

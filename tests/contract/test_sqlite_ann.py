@@ -887,3 +887,71 @@ def test_a_batch_s_shortlists_are_those_of_one_query_at_a_time() -> None:
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(g, w)
+
+
+def test_a_batch_search_searches_its_far_queries_again_at_a_wider_beam(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """add_many's batch search (`search_rechecked`) asks the graph at `BATCH_BEAM`,
+    then once more at `RECHECK_BEAM` for the queries alone whose best candidate is
+    below the floor (a search caught in another cluster finds only far rows), and
+    answers those with the second search."""
+    n = ann.EXHAUSTIVE_ROWS + 400  # a graph searched approximately, not scanned
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(n, DIM)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    index = ann.AnnIndex.empty(DIM)
+    index._keys, index._rows, index.high = np.arange(1, n + 1, dtype=np.uint64), rows, n
+    index.fold()
+    fresh = rng.normal(size=(2, DIM)).astype(np.float32)
+    queries = np.concatenate([rows[:3], fresh / np.linalg.norm(fresh, axis=1, keepdims=True)])
+    searches: list[tuple[int, int]] = []
+    search_scored = index.search_scored
+
+    def spied(
+        q: np.ndarray, count: int, *, beam: int = 0
+    ) -> tuple[list[ann.Keys], list[np.ndarray]]:
+        searches.append((q.shape[0], beam))
+        return search_scored(q, count, beam=beam)
+
+    monkeypatch.setattr(index, "search_scored", spied)
+    found, _ = index.search_rechecked(queries, 5, 0.99)  # rows[:3] find themselves
+    assert searches == [(5, ann.BATCH_BEAM), (2, ann.RECHECK_BEAM)]
+    assert index.rechecks == 2
+    assert [int(f[0]) for f in found[:3]] == [1, 2, 3]
+    again = search_scored(queries[3:], 5, beam=ann.RECHECK_BEAM)
+    for got, want in zip(found[3:], again[0], strict=True):
+        assert got.tolist() == want.tolist()
+    searches.clear()
+    index.search_rechecked(queries[:3], 5, 0.99)
+    assert searches == [(3, ann.BATCH_BEAM)]  # none far: one search
+
+
+async def test_add_many_checks_again_the_items_that_found_no_neighbour(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add_many's dedup and links ask the batch search to recheck the items whose best
+    stored neighbour is below the link floor (`autolink_min_similarity`)."""
+    from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
+    from tiered_memory.policy import Policy
+
+    mem = await AsyncTieredMemory.embedded(
+        tmp_path / "a.db", embedder=HashingEmbedder(DIM), clock=ManualClock(T0)
+    )
+    try:
+        store = mem.store
+        asked: list[float | None] = []
+        many = store.vector_search_many  # type: ignore[attr-defined]
+
+        async def spied(*args: object, **kwargs: object) -> object:
+            asked.append(kwargs.get("recheck_below"))  # type: ignore[arg-type]
+            return await many(*args, **kwargs)
+
+        monkeypatch.setattr(store, "vector_search_many", spied)
+        items = [
+            {"content": f"item {i}", "embedding": _vector(m)} for i, m in enumerate(_memories(3))
+        ]
+        await mem.add_many(items, namespace=NS, dedup=True, link=True)
+        assert asked == [Policy().associations.autolink_min_similarity]
+    finally:
+        await mem.close()

@@ -303,9 +303,11 @@ class SQLiteMemoryStore:
         tiers: frozenset[Tier],
         k: int,
         filters: SearchFilter = _NO_FILTER,
+        recheck_below: float | None = None,
     ) -> list[list[tuple[str, float]]]:
         """The (id, cosine) pairs `vector_search` would rank, for many queries at once
-        (`SupportsBatchVectorSearch`): add_many's deduplication and auto-linking."""
+        (`SupportsBatchVectorSearch`): add_many's deduplication and auto-linking.
+        `recheck_below`: see `VectorTable.best_many`."""
         ns = check_namespace(namespace)
         check_k(k)
         matrix = np.asarray(queries, dtype=np.float32)
@@ -320,7 +322,9 @@ class SQLiteMemoryStore:
         parts = tier_values(frozenset(tiers) & LIVE_TIERS)
         await self._db.gate()
         with self._db.read() as conn:
-            return self._vectors.best_many(conn, ns, parts, matrix, k=k, filters=filters)
+            return self._vectors.best_many(
+                conn, ns, parts, matrix, k=k, filters=filters, recheck_below=recheck_below
+            )
 
     async def cosines(self, namespace: str, query: Vector, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of `query` to each live memory of `ids` that has an embedding

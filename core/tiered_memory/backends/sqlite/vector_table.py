@@ -630,9 +630,12 @@ class VectorTable:
         *,
         k: int,
         filters: SearchFilter,
+        recheck_below: float | None = None,
     ) -> list[list[tuple[str, float]]]:
         """`best` for each row of `queries` (without metadata filters): one matrix
-        product per partition and block of queries instead of one pass per query."""
+        product per partition and block of queries instead of one pass per query.
+        `recheck_below`: through the graph, the queries whose best candidate is below
+        this cosine are searched again with a wider beam (`AnnIndex.search_rechecked`)."""
         best: list[list[tuple[str, float]]] = [[] for _ in range(queries.shape[0])]
         if not best or not parts:
             return best
@@ -649,7 +652,17 @@ class VectorTable:
             route = self._route(conn, ns, parts, rows, k, filters, dim, state)
             if route is not None:
                 pending = self._ann_best_many(
-                    conn, ns, route[0], parts, units, k, filters, best, route[1], state
+                    conn,
+                    ns,
+                    route[0],
+                    parts,
+                    units,
+                    k,
+                    filters,
+                    best,
+                    route[1],
+                    state,
+                    recheck_below,
                 )
         if not pending:
             return best
@@ -682,6 +695,7 @@ class VectorTable:
         best: list[list[tuple[str, float]]],
         fetch: int,
         state: FileState,
+        recheck_below: float | None = None,
     ) -> list[int]:
         """`_ann_best` for many queries: one batched graph search, one SQL read of their
         candidates. Fills `best`; returns the queries too few candidates passed for,
@@ -692,7 +706,10 @@ class VectorTable:
         re-scored (`_shortlist`): about 4 of 11, where reading all their float32 rows
         was a third of the batch search at 1M memories. The k best are those a
         re-score of all would give."""
-        found, scores = index.search_scored(units, fetch)
+        if recheck_below is None:
+            found, scores = index.search_scored(units, fetch)
+        else:
+            found, scores = index.search_rechecked(units, fetch, recheck_below)
         answered: list[list[tuple[str, float]] | None]
         if _passes_all(parts, filters):
             answered = self._rank(
