@@ -145,7 +145,7 @@ class VectorIndex:
         Why: `take` copies the rows it removes into a new index, which a move to an
         uncached tier throws away. At 1M memories with the HOT tier cached, the sweep
         moved 976k rows out of it (1.5 GB of float32 copied, then dropped): about
-        5.7 s of an 13.8 s sweep."""
+        5.7 s of a 13.8 s sweep."""
         picked = self._rows_of(ids)
         if picked is None:
             return 0
