@@ -872,7 +872,7 @@ async def test_the_batch_search_scores_the_buffer_on_one_blas_thread(
 
 def test_a_batch_s_shortlists_are_those_of_one_query_at_a_time() -> None:
     """`_shortlists` (a batch's candidates that may rank, in a few array operations)
-    keeps what `_shortlist` keeps query by query: equal cosines at the k-th place,
+    keeps what `shortlist` keeps query by query: equal cosines at the k-th place,
     fewer candidates than k, and queries with fewer candidates than the others."""
     rng = np.random.default_rng(1)
     grid = np.linspace(0.0, 1.0, 40).astype(np.float32)  # ties at every rank
@@ -883,7 +883,7 @@ def test_a_batch_s_shortlists_are_those_of_one_query_at_a_time() -> None:
             scores[0] = scores[0][: max(0, size - 2)]
         found = [np.arange(s.size, dtype=np.uint64) + 100 for s in scores]
         got = vector_table._shortlists(found, scores, k)
-        want = [f[vector_table._shortlist(s, k)] for f, s in zip(found, scores, strict=True)]
+        want = [f[graph_candidates.shortlist(s, k)] for f, s in zip(found, scores, strict=True)]
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(g, w)

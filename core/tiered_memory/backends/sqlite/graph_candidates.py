@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tiered_memory.ports import SearchFilter, Vector
 
@@ -88,7 +89,7 @@ class GraphCandidates:
         the file's, taken before the graph search (`FileMemo`)."""
         order = np.argsort(-approximate, kind="stable")
         keys, approximate = keys[order], approximate[order]
-        first = _may_rank(approximate, k)
+        first = int(shortlist(approximate, k).size)  # a prefix: sorted best first
         rows, scores = _read(conn, ns, keys[:first], query, filters)
         return cls(
             namespace=ns,
@@ -179,14 +180,15 @@ class GraphCandidates:
         return pairs[:k]
 
 
-def _may_rank(approximate: np.ndarray, k: int) -> int:
-    """How many of the candidates (approximate cosines, best first) may be among the k
-    best once re-scored: those within twice the float16 error of the k-th (a row of the
-    exact k best is at most that far below it), when all of them pass."""
-    if approximate.size <= k:
-        return int(approximate.size)
-    floor = approximate[k - 1] - 2 * FLOAT16_ERROR
-    return int(np.count_nonzero(approximate >= floor))
+def shortlist(scores: np.ndarray, k: int) -> npt.NDArray[np.intp]:
+    """The candidates (positions in `scores`, approximate cosines) that may be among the
+    k best once re-scored exactly, when all of them pass: those within twice the
+    float16 error of the k-th best approximate cosine (a candidate of the exact k best
+    is at most that far below it). Of candidates sorted best first, a prefix."""
+    if scores.size <= k:
+        return np.arange(scores.size)
+    kth = np.partition(scores, scores.size - k)[scores.size - k]
+    return np.flatnonzero(scores >= kth - 2 * FLOAT16_ERROR)
 
 
 def _read(

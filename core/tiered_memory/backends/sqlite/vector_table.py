@@ -42,7 +42,7 @@ from .archive_rows import code_rows
 from .codes import CalibratedIndex
 from .database import SQLiteDatabase
 from .file_memo import FileMemo, FileState
-from .graph_candidates import GraphCandidates
+from .graph_candidates import GraphCandidates, shortlist
 from .locator import RowLocator
 from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
 from .vectors import (
@@ -703,7 +703,7 @@ class VectorTable:
 
         When every row passes (dedup and auto-linking), only the candidates whose
         approximate cosine could still rank them among a query's k best are read and
-        re-scored (`_shortlist`): about 4 of 11, where reading all their float32 rows
+        re-scored (`shortlist`): about 4 of 11, where reading all their float32 rows
         was a third of the batch search at 1M memories. The k best are those a
         re-score of all would give."""
         if recheck_below is None:
@@ -834,26 +834,16 @@ def _ann_fetch(k: int, parts: Sequence[str], filters: SearchFilter) -> int:
     return k + max(_ANN_EXTRA, k // 8)
 
 
-def _shortlist(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    """The candidates (positions in `scores`, approximate cosines) that may be among the
-    k best once re-scored exactly: those within twice the float16 error of the k-th best
-    approximate cosine (a candidate of the exact k best is at most that far below it)."""
-    if scores.size <= k:
-        return np.arange(scores.size)
-    kth = np.partition(scores, scores.size - k)[scores.size - k]
-    return np.flatnonzero(scores >= kth - 2 * ann.FLOAT16_ERROR)
-
-
 def _shortlists(
     found: Sequence[npt.NDArray[np.uint64]], scores: Sequence[npt.NDArray[np.float32]], k: int
 ) -> list[npt.NDArray[np.uint64]]:
-    """The candidates of each query of a batch that `_shortlist` keeps: in a few array
+    """The candidates of each query of a batch that `shortlist` keeps: in a few array
     operations when every query has as many (a batch's usually do), not a partition per
     query (500 of them took about 10 us a query)."""
     sizes = {s.size for s in scores}
     size = sizes.pop() if len(sizes) == 1 else 0
     if size <= k:
-        return [f[_shortlist(s, k)] for f, s in zip(found, scores, strict=True)]
+        return [f[shortlist(s, k)] for f, s in zip(found, scores, strict=True)]
     matrix = np.stack(scores)
     kth = np.partition(matrix, size - k, axis=1)[:, size - k]
     keep = matrix >= (kth - 2 * ann.FLOAT16_ERROR)[:, None]
