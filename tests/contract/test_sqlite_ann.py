@@ -619,13 +619,25 @@ async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
         await store.close()
 
 
+def _traced(store: SQLiteMemoryStore) -> tuple[list[str], object]:
+    statements: list[str] = []
+    with store.database.read() as conn:
+        conn.set_trace_callback(statements.append)
+
+    def stop() -> None:
+        with store.database.read() as conn:
+            conn.set_trace_callback(None)
+
+    return statements, stop
+
+
 async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
     tmp_path: Path,
 ) -> None:
-    """The lexical search reads its hits by pk; their cosines are then read by that pk,
-    not through the (namespace, id) index. A pk that now holds another memory (the
-    hit was deleted and its pk reused) is no answer: that id is read by id, and a
-    deleted memory has no cosine."""
+    """The lexical search reads its hits by pk; without the namespace's index at hand,
+    their cosines are then read by that pk, not through the (namespace, id) index. A
+    pk that now holds another memory (the hit was deleted and its pk reused) is no
+    answer: that id is read by id, and a deleted memory has no cosine."""
     store = await _open(tmp_path / "a.db")
     try:
         memories = _memories(300)
@@ -635,14 +647,12 @@ async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
         hits = await store.lexical_search(NS, words, tiers=LIVE_TIERS, k=40)
         ids = [h.memory.id for h in hits]
         assert len(ids) == 40
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
+        assert NS not in store._vectors._anns  # no vector search loaded it yet
+        statements, stop = _traced(store)
         try:
             cosines = await store.cosines(NS, query, ids)
         finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
+            stop()  # type: ignore[operator]
         reads = [s for s in statements if "memory_vectors" in s]
         assert reads
         assert all("m.id IN" not in s for s in reads)
@@ -666,6 +676,53 @@ async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
         assert last not in again
         v = _vector(newcomer)
         assert again[newcomer.id] == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
+    finally:
+        await store.close()
+
+
+async def test_cosines_of_lexical_hits_come_from_the_index_while_the_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """After a vector search (as in a recall), the cosines of lexical hits the graph
+    search did not return come from the index's rows, without reading the file,
+    within the float16 error of the exact ones. Once anyone writes, the rows the
+    lexical search read may have changed: the cosines are read from the file again,
+    exact, and a deleted hit gets none."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        memories = _memories(300)
+        await store.put_many(NS, memories)
+        query = _queries()[0]
+        await _search(store, query, k=5)  # loads the index, as a recall's first phase
+        words = " ".join(str(i) for i in range(0, 200, 5))
+        hits = await store.lexical_search(NS, words, tiers=LIVE_TIERS, k=40)
+        ids = [h.memory.id for h in hits]
+        statements, stop = _traced(store)
+        try:
+            cosines = await store.cosines(NS, query, ids)
+        finally:
+            stop()  # type: ignore[operator]
+        assert not [s for s in statements if "memory_vectors" in s]
+        by_id = {m.id: m for m in memories}
+        q = query / np.linalg.norm(query)
+        assert set(cosines) == set(ids)
+        for memory_id, cosine in cosines.items():
+            v = _vector(by_id[memory_id])
+            exact = float(v @ q / np.linalg.norm(v))
+            assert cosine == pytest.approx(exact, abs=ann.FLOAT16_ERROR)
+
+        gone = ids[0]
+        await store.delete_many(NS, [gone])
+        statements, stop = _traced(store)
+        try:
+            again = await store.cosines(NS, query, ids)
+        finally:
+            stop()  # type: ignore[operator]
+        assert [s for s in statements if "memory_vectors" in s]
+        assert set(again) == set(ids) - {gone}
+        for memory_id, cosine in again.items():
+            v = _vector(by_id[memory_id])
+            assert cosine == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
     finally:
         await store.close()
 

@@ -364,6 +364,29 @@ class AnnIndex:
                 found[j], scores[j] = keys, values
         return found, scores
 
+    def rows_of(self, keys: Keys) -> tuple[Keys, npt.NDArray[np.float32]]:
+        """Those of `keys` the index holds, with their unit rows: the graph's as float16
+        (a cosine to one is within `FLOAT16_ERROR` of the exact one), the buffer's
+        exact. Reading a few dozen rows here costs ~0.1 ms; reading them from the file
+        at 1M memories cost 1-2 ms, most of it first touches of pages spread over
+        its 2 GB of vectors."""
+        with self._searching():
+            in_graph = (
+                keys[np.asarray(self._index.contains(keys), dtype=np.bool_)]
+                if keys.size and self.graph_rows
+                else keys[:0]
+            )
+            graph_rows = (
+                np.stack(self._index.get(in_graph, dtype=np.float32)).astype(np.float32)
+                if in_graph.size
+                else np.zeros((0, self.dimension), dtype=np.float32)
+            )
+            buffered, rows = self._keys, self._rows  # replaced, never changed in place
+        at = np.searchsorted(buffered, keys)
+        held = at < buffered.size
+        held[held] = buffered[at[held]] == keys[held]
+        return np.concatenate([in_graph, keys[held]]), np.concatenate([graph_rows, rows[at[held]]])
+
     @contextlib.contextmanager
     def _searching(self) -> Iterator[None]:
         """`_lock`, taken ahead of the folder (which waits while `_waiting`)."""

@@ -86,7 +86,8 @@ class LexicalSearch:
                 scored = _among_ids(conn, ns, lexicon_id, stats, kept, filters.ids)
             else:
                 scored = self._scores(conn, lexicon_id, stats, kept)
-            key = (ns, lexicon_id, tuple(kept), filters, file_state(conn))
+            state = file_state(conn)
+            key = (ns, lexicon_id, tuple(kept), filters, state)
             if self._passing is None or self._passing.key != key:
                 self._passing = _Passing(key)
             passing = self._passing
@@ -123,7 +124,7 @@ class LexicalSearch:
                     )
                 )
         if self._locator is not None:
-            self._locator.note(ns, ((row[1], pk) for pk, row in rows.items()))
+            self._locator.note(ns, ((row[1], pk) for pk, row in rows.items()), state)
         return [
             ScoredMemory(memory_of(rows[pk], False), max(0.0, score))
             for score, pk, _ in best

@@ -8,11 +8,17 @@ the lexical search had just read by pk. Looking them up again by id descends the
 A pk is only a hint: the row is read by pk and kept only if it still holds that
 namespace and id (a deleted row's pk can be reused), so nothing here can go stale in
 a way that changes an answer; the ids whose hint fails are read by id as before.
+
+A note made in the file's present state (`current`) is more than a hint: nothing was
+written since the row was read at that pk, so the pk still holds that memory, and its
+vector can be taken from the namespace's HNSW index without reading the file
+(`VectorTable.cosines`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 # Entries kept; started afresh when full. A recall notes ~80-170 rows.
 LOCATOR_ROWS = 4096
@@ -23,17 +29,28 @@ class RowLocator:
 
     def __init__(self, capacity: int = LOCATOR_ROWS) -> None:
         self._capacity = capacity
-        self._pks: dict[tuple[str, str], int] = {}
+        self._pks: dict[tuple[str, str], tuple[int, Any]] = {}
 
-    def note(self, namespace: str, rows: Iterable[tuple[str, int]]) -> None:
-        """Remember the pk of each (id, pk) just read in `namespace`."""
+    def note(self, namespace: str, rows: Iterable[tuple[str, int]], state: Any) -> None:
+        """Remember the pk of each (id, pk) just read in `namespace`, in the file's
+        `state` (`file_state`, taken before the read)."""
         pks = self._pks
         for id_, pk in rows:
             if len(pks) >= self._capacity:
                 pks.clear()
-            pks[(namespace, id_)] = pk
+            pks[(namespace, id_)] = (pk, state)
 
     def pks(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
         """The remembered pk of each id of `ids` that has one (hints, see module)."""
         pks = self._pks
-        return {i: pk for i in ids if (pk := pks.get((namespace, i))) is not None}
+        return {i: found[0] for i in ids if (found := pks.get((namespace, i))) is not None}
+
+    def current(self, namespace: str, ids: Sequence[str], state: Any) -> dict[str, int]:
+        """The pk of each id of `ids` noted in the file's present `state`: certain, not
+        a hint (see module)."""
+        pks = self._pks
+        return {
+            i: found[0]
+            for i in ids
+            if (found := pks.get((namespace, i))) is not None and found[1] == state
+        }
