@@ -78,6 +78,7 @@ class LexicalSearch:
         with self._db.read() as conn:
             if not _any_in(conn, ns, parts):
                 return []  # e.g. the COLD phase of a store without COLD memories
+            state = file_state(conn)  # before the reads: what they saw is kept under it
             lexicon_id, stats = lexicon.statistics(conn, ns, terms, cap=self.rows)
             kept = self.terms(stats, terms)
             if lexicon_id is None or not kept:
@@ -85,8 +86,7 @@ class LexicalSearch:
             if filters.ids is not None:
                 scored = _among_ids(conn, ns, lexicon_id, stats, kept, filters.ids)
             else:
-                scored = self._scores(conn, lexicon_id, stats, kept)
-            state = file_state(conn)
+                scored = self._scores(conn, lexicon_id, stats, kept, state)
             key = (ns, lexicon_id, tuple(kept), filters, state)
             if self._passing is None or self._passing.key != key:
                 self._passing = _Passing(key)
@@ -169,14 +169,20 @@ class LexicalSearch:
         return [t for t in terms if t in kept]  # in query order, which fixes the sums
 
     def _scores(
-        self, conn: sqlite3.Connection, ns: int, stats: LexicalStatistics, terms: list[str]
+        self,
+        conn: sqlite3.Connection,
+        ns: int,
+        stats: LexicalStatistics,
+        terms: list[str],
+        state: tuple[int, int, int],
     ) -> list[tuple[int, float]]:
         """(pk, BM25) of every text of the namespace holding one of `terms`, best first,
         before any filter. The last result is reused while nothing was written (this
         connection's change count and `PRAGMA data_version` for other connections
         unchanged): a search that reaches the COLD phase asks for the same terms again.
+        `state`: the file's, taken before this search read anything.
         """
-        key = (ns, tuple(terms), file_state(conn))
+        key = (ns, tuple(terms), state)
         if self._last_scores is not None and self._last_scores[0] == key:
             return self._last_scores[1]
         scored = lexicon.ranked(conn, ns, stats, terms)
