@@ -41,3 +41,18 @@ def test_a_missing_field_is_validated_not_left_out() -> None:
     del values["updated_at"]  # has a default: validation fills it
     made = filled(Link, values)
     assert "updated_at" in made.__dict__
+
+
+def test_instances_sharing_their_field_names_stay_independent() -> None:
+    """Filled instances share one set of field names (`filled`): changing, copying or
+    dumping one never shows in another."""
+    first, second = filled(Link, _values()), filled(Link, _values())
+    first.weight = 0.9
+    copied = second.model_copy(update={"weight": 0.1})
+    assert (first.weight, second.weight, copied.weight) == (0.9, 0.5, 0.1)
+    for made in (first, second, copied):
+        assert made.model_fields_set == set(Link.model_fields)
+        assert made.model_dump(exclude_unset=True) == made.model_dump()
+    with pytest.raises(ValueError, match="no field"):
+        first.colour = "red"  # type: ignore[attr-defined]  # no extra field joins the names
+    assert second.model_fields_set == set(Link.model_fields)
