@@ -41,7 +41,7 @@ ACTIVE = frozenset({Tier.HOT, Tier.WARM})
 COLD_ONLY = frozenset({Tier.COLD})
 
 
-@dataclass
+@dataclass(slots=True)  # ~150 a recall, alive to its end: no __dict__ each (gc passes)
 class Candidate:
     memory: Memory
     phase: int

@@ -54,7 +54,7 @@ class LexicalSearch:
         self._db = database
         self.rows = rows
         self._locator = locator  # told where the hits' rows are (for their cosines)
-        self._last_scores: tuple[ScoreKey, list[tuple[int, float]]] | None = None
+        self._last_scores: tuple[ScoreKey, lexicon.Ranked] | None = None
         self._passing: _Passing | None = None  # the last search's rows, for its next phase
 
     async def search(
@@ -92,21 +92,22 @@ class LexicalSearch:
                 self._passing = _Passing(key)
             passing = self._passing
             wanted = set(parts)
-            count = passing.count(scored, wanted)
+            count = passing.count(scored.pks, wanted)
             batch = k
-            while count < k and passing.upto < len(scored):
-                end = min(len(scored), passing.upto + batch)
-                while end < len(scored) and scored[end][1] == scored[end - 1][1]:
+            scores = scored.scores
+            while count < k and passing.upto < len(scores):
+                end = min(len(scores), passing.upto + batch)
+                while end < len(scores) and scores[end] == scores[end - 1]:
                     end += 1  # a batch ends between two scores, never inside a tie
-                added = passing.read(conn, ns, scored, end, where, params)
+                added = passing.read(conn, ns, scored.pks, end, where, params)
                 count += sum(1 for tier, _ in added if tier in wanted)
                 batch *= 4
             # Once k rows of a best-first prefix pass, no later (lower-scored) row can
             # beat them; a longer prefix read by an earlier phase ends between two
             # scores too, so its extra rows rank below all of these.
             found = [
-                (score, pk, row[1])
-                for pk, score in scored[: passing.upto]
+                (scores[j], pk, row[1])
+                for j, pk in enumerate(scored.pks[: passing.upto])
                 if (row := passing.rows.get(pk)) is not None and row[0] in wanted
             ]
             found.sort(key=lambda hit: (-hit[0], -hit[1]))
@@ -175,8 +176,8 @@ class LexicalSearch:
         stats: LexicalStatistics,
         terms: list[str],
         state: tuple[int, int, int],
-    ) -> list[tuple[int, float]]:
-        """(pk, BM25) of every text of the namespace holding one of `terms`, best first,
+    ) -> lexicon.Ranked:
+        """The BM25 of every text of the namespace holding one of `terms`, best first,
         before any filter. The last result is reused while nothing was written (this
         connection's change count and `PRAGMA data_version` for other connections
         unchanged): a search that reaches the COLD phase asks for the same terms again.
@@ -211,36 +212,36 @@ class _Passing:
     # reading them again by pk cost a second statement and k more seeks.
     whole: dict[int, Any] = field(default_factory=dict)
 
-    def count(self, scored: Sequence[tuple[int, float]], tiers: set[str]) -> int:
-        """Rows of the tiers `tiers` among those read."""
+    def count(self, pks: Sequence[int], tiers: set[str]) -> int:
+        """Rows of the tiers `tiers` among those read (`pks`: the scoring's, best first)."""
         rows = self.rows
-        return sum(1 for pk, _ in scored[: self.upto] if (row := rows.get(pk)) and row[0] in tiers)
+        return sum(1 for pk in pks[: self.upto] if (row := rows.get(pk)) and row[0] in tiers)
 
     def read(
         self,
         conn: sqlite3.Connection,
         ns: str,
-        scored: Sequence[tuple[int, float]],
+        pks: Sequence[int],
         end: int,
         where: str,
         params: Sequence[Any],
     ) -> list[tuple[str, str]]:
-        """Read the rows of `scored[upto:end]` that pass the filters; returns their
-        (tier, id)."""
-        pks = json.dumps([pk for pk, _ in scored[self.upto : end]])
+        """Read the rows of `pks[upto:end]` (the scoring's, best first) that pass the
+        filters; returns their (tier, id)."""
+        wanted = json.dumps(pks[self.upto : end])
         join = "FROM json_each(?) AS j CROSS JOIN memories AS m ON m.pk = j.value "
+        cursor = conn.cursor()
+        cursor.row_factory = None  # plain tuples: kept for the next phase (graph_candidates)
         if self.upto == 0:  # the first batch, whole (`whole`)
-            rows = conn.execute(
-                f"SELECT {_ROW}, m.pk {join}WHERE m.namespace = ?{where}", (pks, ns, *params)
+            rows = cursor.execute(
+                f"SELECT {_ROW}, m.pk {join}WHERE m.namespace = ?{where}", (wanted, ns, *params)
             ).fetchall()
             self.whole.update((row[-1], row) for row in rows)
             found = [(row[-1], row[TIER], row[ID]) for row in rows]
         else:
-            cursor = conn.cursor()
-            cursor.row_factory = None  # plain tuples
             found = cursor.execute(
                 f"SELECT m.pk, m.tier, m.id {join}WHERE m.namespace = ?{where}",
-                (pks, ns, *params),
+                (wanted, ns, *params),
             ).fetchall()
         self.upto = end
         added = [(tier, id_) for _, tier, id_ in found]
@@ -265,7 +266,7 @@ def _among_ids(
     stats: LexicalStatistics,
     terms: list[str],
     ids: frozenset[str],
-) -> list[tuple[int, float]]:
+) -> lexicon.Ranked:
     """BM25 of the given memories only (explain, pinned memories). The terms are those
     a search without `ids` scores, so a memory gets the same lexical score either way."""
     pks = [
@@ -276,5 +277,5 @@ def _among_ids(
         )
     ]
     if not pks:
-        return []
+        return lexicon.Ranked([], [])
     return lexicon.ranked(conn, lexicon_id, stats, terms, pks)
