@@ -39,3 +39,18 @@ def test_bytes_written_count_a_file_written_and_synced(tmp_path: Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     assert written_bytes() - before >= 4 * MB
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel counts written bytes on Linux")
+def test_bytes_written_leave_out_a_file_deleted_before_it_was_written_back(
+    tmp_path: Path,
+) -> None:
+    """SQLite's temporary journals: dirtied in the page cache, deleted at the commit,
+    never written; the kernel counts them as written, then as cancelled."""
+    before = written_bytes()
+    path = tmp_path / "journal"
+    with path.open("wb") as f:
+        f.write(b"\x03" * (4 * MB))
+        f.flush()
+        path.unlink()  # the open file goes with its last descriptor, unwritten
+    assert written_bytes() - before < 1 * MB
