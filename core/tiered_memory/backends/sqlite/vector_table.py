@@ -776,8 +776,8 @@ class VectorTable:
         A cosine from the index's graph is within `FLOAT16_ERROR` of the exact one
         (measured at most 4e-5): it is one term of a lexical hit's fused score, and a
         recall's ~70 lexical hits not among the graph's candidates cost 1-2 ms to read
-        from a 1M-memory file (p50 of the scale benchmark's recall: -1.8 ms). A vector
-        search's own scores stay exact."""
+        from a 1M-memory file (recall p50 -1.8 ms, interleaved on a 1M store). A
+        vector search's own scores stay exact."""
         state = self._memo.state(conn)
         prepared = self.query(conn, query, state)
         if prepared is None:
