@@ -120,3 +120,29 @@ def test_only_another_speakers_turn_is_context(mem: TieredMemory, clock: ManualC
     for namespace in ("a", "b"):
         hits = mem.search("wedding in Lisbon city move", namespace=namespace)
         assert all(h.phase != 5 for h in hits), namespace
+
+
+def test_hits_without_a_speaker_read_no_neighbours(
+    mem: TieredMemory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a turn with a known speaker can have replies, so a search whose hits have
+    none asks the store for no neighbours; one hit with a speaker is enough to ask."""
+    asked: list[list[str]] = []
+    store = mem.aio.store
+    adjacent = store.adjacent
+
+    async def spy(namespace: str, ids: list[str], **kwargs: object) -> object:
+        asked.append(list(ids))
+        return await adjacent(namespace, ids, **kwargs)
+
+    monkeypatch.setattr(store, "adjacent", spy)
+    mem.add("which city did you move to after the wedding in Lisbon?", namespace="ns")
+    clock.advance(timedelta(seconds=30))
+    mem.add("Porto, we took a small flat near the river", namespace="ns")
+    mem.search("wedding in Lisbon city move", namespace="ns")
+    assert asked == []
+    mem.add(QUESTION, namespace="ns")
+    hits = mem.search("wedding in Lisbon city move", namespace="ns")
+    (question,) = [h.memory.id for h in hits if h.memory.content == QUESTION]
+    assert asked
+    assert all(ids == [question] for ids in asked)
