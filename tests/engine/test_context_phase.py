@@ -129,7 +129,7 @@ def test_hits_without_a_speaker_read_no_neighbours(
     none asks the store for no neighbours; one hit with a speaker is enough to ask."""
     asked: list[list[str]] = []
     store = mem.aio.store
-    adjacent = store.adjacent
+    adjacent = store.adjacent  # type: ignore[attr-defined]  # SupportsAdjacent
 
     async def spy(namespace: str, ids: list[str], **kwargs: object) -> object:
         asked.append(list(ids))
