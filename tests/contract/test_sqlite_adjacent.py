@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from tests.sql_trace import traced
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import Memory
 from tiered_memory.ports import MemoryPatch
@@ -86,15 +87,9 @@ async def test_the_neighbours_of_many_hits_take_two_statements(tmp_path: Path) -
     store = await SQLiteMemoryStore.open(tmp_path / "a.db")
     try:
         await store.put_many("a", [_memory(f"t{i}", i) for i in range(30)])
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             hits = [f"t{i}" for i in range(0, 30, 3)]
             found = await store.adjacent("a", hits, within=timedelta(minutes=10), per_side=1)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         assert [m.id for m in found["t3"]] == ["t2", "t4"]
         assert [m.id for m in found["t0"]] == ["t1"]
         assert len(found) == 10

@@ -15,6 +15,7 @@ import pytest
 
 from tests.ann_mirror import assert_mirrors
 from tests.blas import blas_threads_of
+from tests.sql_trace import traced
 from tiered_memory.backends.sqlite import ann, graph_candidates, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
@@ -588,15 +589,9 @@ async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
         found = await _search(store, query, k=5)  # reads 2k = 10 candidates
         near = [i for i, _ in found]
         far = [m.id for m in memories if m.id not in near][:3]
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             cached = await store.cosines(NS, query, near)
             mixed = await store.cosines(NS, query, near + far)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         reads = [s for s in statements if "memory_vectors" in s]
         assert len(reads) == 1  # the far ones only, once
         by_id = {m.id: m for m in memories}
@@ -606,29 +601,11 @@ async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
             assert cosine == pytest.approx(float(v @ q / np.linalg.norm(v)), abs=1e-5)
         assert cached == {i: mixed[i] for i in near}
         await store.put_many(NS, _memories(1, start=900, seed=5))  # the file changed
-        statements.clear()
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             await store.cosines(NS, query, near)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         assert any("memory_vectors" in s for s in statements)  # read again, not kept
     finally:
         await store.close()
-
-
-def _traced(store: SQLiteMemoryStore) -> tuple[list[str], object]:
-    statements: list[str] = []
-    with store.database.read() as conn:
-        conn.set_trace_callback(statements.append)
-
-    def stop() -> None:
-        with store.database.read() as conn:
-            conn.set_trace_callback(None)
-
-    return statements, stop
 
 
 async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
@@ -648,11 +625,8 @@ async def test_cosines_of_lexical_hits_are_read_by_the_pk_the_search_just_read(
         ids = [h.memory.id for h in hits]
         assert len(ids) == 40
         assert NS not in store._vectors._anns  # no vector search loaded it yet
-        statements, stop = _traced(store)
-        try:
+        with traced(store) as statements:
             cosines = await store.cosines(NS, query, ids)
-        finally:
-            stop()  # type: ignore[operator]
         reads = [s for s in statements if "memory_vectors" in s]
         assert reads
         assert all("m.id IN" not in s for s in reads)
@@ -697,11 +671,8 @@ async def test_cosines_of_lexical_hits_come_from_the_index_while_the_file_is_unc
         words = " ".join(str(i) for i in range(0, 200, 5))
         hits = await store.lexical_search(NS, words, tiers=LIVE_TIERS, k=40)
         ids = [h.memory.id for h in hits]
-        statements, stop = _traced(store)
-        try:
+        with traced(store) as statements:
             cosines = await store.cosines(NS, query, ids)
-        finally:
-            stop()  # type: ignore[operator]
         assert not [s for s in statements if "memory_vectors" in s]
         by_id = {m.id: m for m in memories}
         q = query / np.linalg.norm(query)
@@ -713,11 +684,8 @@ async def test_cosines_of_lexical_hits_come_from_the_index_while_the_file_is_unc
 
         gone = ids[0]
         await store.delete_many(NS, [gone])
-        statements, stop = _traced(store)
-        try:
+        with traced(store) as statements:
             again = await store.cosines(NS, query, ids)
-        finally:
-            stop()  # type: ignore[operator]
         assert [s for s in statements if "memory_vectors" in s]
         assert set(again) == set(ids) - {gone}
         for memory_id, cosine in again.items():
@@ -738,14 +706,8 @@ async def test_a_vector_search_reads_its_hits_once_and_never_a_stale_row(
         await store.put_many(NS, _memories(300))
         query = _queries()[0]
         await _search(store, _queries()[1])  # the index is loaded and caught up
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             found = await store.vector_search(NS, query, tiers=LIVE_TIERS, k=5)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         assert len(found) == 5
         reads = [s for s in statements if "FROM memories AS m" in s]
         assert len(reads) == 1
@@ -768,14 +730,8 @@ _SMALL_READS = ("key = 'dimension'", "FROM tier_rows", "FROM vector_deletes")
 async def _statements_of_search(
     store: SQLiteMemoryStore, query: np.ndarray, tiers: frozenset[Tier]
 ) -> tuple[list[str], list[tuple[str, float]]]:
-    statements: list[str] = []
-    with store.database.read() as conn:
-        conn.set_trace_callback(statements.append)
-    try:
+    with traced(store) as statements:
         found = await _search(store, query, tiers=tiers)
-    finally:
-        with store.database.read() as conn:
-            conn.set_trace_callback(None)
     return statements, found
 
 

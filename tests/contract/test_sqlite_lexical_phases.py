@@ -12,6 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.sql_trace import traced
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import Memory, Tier
 from tiered_memory.ports import ScoredMemory, SearchFilter
@@ -111,16 +112,10 @@ async def test_the_cold_phase_reads_no_row_twice(tmp_path: Path) -> None:
             ]
         )
         await store.put_many(NS, batch)
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             await store.lexical_search(NS, "kiwi", tiers=ACTIVE, k=4)
             first = len(statements)
             cold = await store.lexical_search(NS, "kiwi", tiers=COLD, k=3)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         row_reads = [s for s in statements[first:] if "CROSS JOIN memories" in s]
         assert row_reads == []  # before: the batches were read again for COLD
         assert len(cold) == 3
@@ -137,14 +132,8 @@ async def test_a_first_batch_that_passes_is_read_once(tmp_path: Path) -> None:
         spec = [(f"kiwi {WORDS[i % 4]}", Tier.HOT, False, False) for i in range(12)]
         spec += [(WORDS[i % 4], Tier.HOT, False, False) for i in range(30)]
         await store.put_many(NS, _memories(spec))
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             found = await store.lexical_search(NS, "kiwi", tiers=ACTIVE, k=5)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         assert len(found) == 5
         assert all("kiwi" in s.memory.content for s in found)
         row_reads = [s for s in statements if "memories AS m" in s]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.sql_trace import traced
 from tiered_memory import budget, lifecycle
 from tiered_memory.backends.sqlite import sweep as sqlite_sweep
 from tiered_memory.backends.sqlite import tier_rows, vector_table, vectors
@@ -340,7 +341,6 @@ async def test_a_bulk_expiry_rewrites_the_rows_without_calling_a_python_function
     an application function, since it may fail half-way; 40 MB per 100k rows moved."""
     monkeypatch.setattr(sqlite_sweep, "REBUILD_SHARE", share)
     monkeypatch.setattr(tier_rows, "BULK_MOVE_ROWS", 0)
-    statements: list[str] = []
     during: list[str] = []
 
     def recording(time_to_floor: Callable[[MemoryType, int], int]) -> Callable[[str, int], int]:
@@ -352,12 +352,8 @@ async def test_a_bulk_expiry_rewrites_the_rows_without_calling_a_python_function
 
     monkeypatch.setattr(sqlite_sweep, "_floor_function", recording)
     want, bounds, to_floor, now = await _kept_and_used_lately(store)
-    with store.database.read() as conn:
-        conn.set_trace_callback(statements.append)
-    try:
+    with traced(store) as statements:
         moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    finally:
-        _untraced(store)
     assert moves == _counts(want)
     assert during
     assert not [s for s in during if "UPDATE" in s.upper()]
@@ -435,29 +431,13 @@ async def test_a_failed_bulk_expiry_leaves_the_file_as_it_was(
     assert _tier_counts(store) == {(NS, "hot"): 20}
 
 
-def _traced(store: SQLiteMemoryStore) -> list[str]:
-    """The statements the store's connection runs from now on (until `_untraced`)."""
-    statements: list[str] = []
-    with store.database.read() as conn:
-        conn.set_trace_callback(statements.append)
-    return statements
-
-
-def _untraced(store: SQLiteMemoryStore) -> None:
-    with store.database.read() as conn:
-        conn.set_trace_callback(None)
-
-
 async def _traced_expiry(
     store: SQLiteMemoryStore, now: datetime
 ) -> tuple[lifecycle.HotExpiryMoves, list[str]]:
     """The bulk HOT expiry at `now` under the default policy, and the statements it ran."""
     bounds, to_floor = _expiry_bounds(now)
-    statements = _traced(store)
-    try:
+    with traced(store) as statements:
         moves = await store.expire_hot(NS, bounds, to_floor, now, dry_run=False)
-    finally:
-        _untraced(store)
     return moves, statements
 
 
@@ -790,14 +770,8 @@ async def test_the_pinned_scan_of_every_recall_walks_the_pinned_index(tmp_path: 
             conn.execute(sqlite_sweep.TIER_INDEX_SQL)
         pinned = budget.pinned_scan(search_plan(FusionWeights(), k=20), 20)
         assert pinned is not None
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        try:
+        with traced(store) as statements:
             found = await store.scan(NS, pinned)
-        finally:
-            with store.database.read() as conn:
-                conn.set_trace_callback(None)
         assert sorted(m.id for m in found) == ["m007", "m400"]
         scans = [s for s in statements if "pinned = 1" in s]
         assert len(scans) == 2  # one per active tier

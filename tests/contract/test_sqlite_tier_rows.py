@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.sql_trace import traced
 from tiered_memory.backends.sqlite import ann, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import Memory, Tier
@@ -238,16 +239,12 @@ async def test_the_first_search_decides_on_the_graph_from_the_kept_counts(tmp_pa
     await store.close()
     store = await SQLiteMemoryStore.open(path, ann_min_rows=50)
     try:
-        statements: list[str] = []
-        with store.database.read() as conn:
-            conn.set_trace_callback(statements.append)
-        found = await store.vector_search(
-            "a", np.ones(DIM, dtype=np.float32), tiers=frozenset(Tier), k=5
-        )
+        with traced(store) as statements:
+            found = await store.vector_search(
+                "a", np.ones(DIM, dtype=np.float32), tiers=frozenset(Tier), k=5
+            )
         assert len(found) == 5
         counts = [s for s in statements if "count(" in s.lower() and "memories" in s]
         assert counts == []
     finally:
-        with store.database.read() as conn:
-            conn.set_trace_callback(None)
         await store.close()
