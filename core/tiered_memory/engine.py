@@ -595,6 +595,7 @@ class AsyncTieredMemory:
                 include_archived=True,
                 include_forgotten=True,
                 force_ids=frozenset({id}),
+                exact_scores=True,
             )
             hits = await self._search(ns, query, plan)
             hit = next((h for h in hits if h.memory.id == id), None)

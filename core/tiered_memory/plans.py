@@ -30,6 +30,7 @@ def search_plan(
     force_ids: frozenset[str] = frozenset(),
     ids: Sequence[str] | None = None,
     fill: int | None = None,
+    exact_scores: bool = False,
 ) -> SearchPlan:
     """The plan for these arguments; `fusion` is the policy's weights, which `weights`
     overrides for this call (`scoring.resolve_fusion_weights`)."""
@@ -53,4 +54,5 @@ def search_plan(
         filters=filters,
         force_ids=force_ids,
         fill=fill,
+        exact_scores=exact_scores,
     )

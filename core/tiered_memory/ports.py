@@ -282,8 +282,15 @@ class MemoryStore(Protocol):
         tiers: frozenset[Tier],
         k: int,
         filters: SearchFilter = SearchFilter(),
+        exact_scores: bool = True,
     ) -> list[ScoredMemory]:
-        """Top-k by cosine similarity among live memories of `tiers`, best first."""
+        """Top-k by cosine similarity among live memories of `tiers`, best first.
+
+        `exact_scores=False`: the scores may be an approximate index's cosines, within
+        a small bound of the exact ones (the embedded store's float16 graph rows:
+        1.5e-3), which is all a ranking that fuses them with other signals needs; the
+        store may then skip reading the full vectors. A store without such an index
+        ignores it."""
 
     async def lexical_search(
         self,

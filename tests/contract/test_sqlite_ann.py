@@ -727,6 +727,53 @@ async def test_a_vector_search_reads_its_hits_once_and_never_a_stale_row(
 _SMALL_READS = ("key = 'dimension'", "FROM tier_rows", "FROM vector_deletes")
 
 
+async def test_a_search_for_ranking_reads_no_vector_and_an_exact_one_never_reuses_it(
+    tmp_path: Path,
+) -> None:
+    """`exact_scores=False` (a recall's phases): the candidates' rows are read without
+    their float32 vectors, and the scores are the graph's, within its float16 error of
+    the exact ones. A later exact search of the same query in the same file reads and
+    scores them exactly (the kept set does not answer it); an exact set answers a
+    search for ranking without reading anything."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        memories = _memories(300)
+        await store.put_many(NS, memories)
+        by_id = {m.id: m for m in memories}
+        query = _queries()[0]
+        q = query / np.linalg.norm(query)
+        await _search(store, _queries()[1])  # the index is loaded and caught up
+        exact = await _search(store, query, k=10, filters=EXACT)
+
+        with traced(store) as statements:
+            ranked = await store.vector_search(
+                NS, query, tiers=LIVE_TIERS, k=10, exact_scores=False
+            )
+        assert [s for s in statements if "FROM memories AS m" in s]
+        assert not [s for s in statements if "memory_vectors" in s]
+        assert {s.memory.id for s in ranked} == {i for i, _ in exact}
+        for hit in ranked:
+            v = _vector(by_id[hit.memory.id])
+            true = float(v @ q / np.linalg.norm(v))
+            assert hit.score == pytest.approx(true, abs=ann.FLOAT16_ERROR)
+            assert hit.memory == by_id[hit.memory.id].model_copy(update={"embedding": None})
+
+        with traced(store) as statements:
+            again = await _search(store, query, k=10)
+        assert [s for s in statements if "memory_vectors" in s]
+        assert [i for i, _ in again] == [i for i, _ in exact]
+        assert np.allclose([s for _, s in again], [s for _, s in exact], atol=1e-6)
+
+        with traced(store) as statements:
+            reused = await store.vector_search(
+                NS, query, tiers=LIVE_TIERS, k=10, exact_scores=False
+            )
+        assert not [s for s in statements if "FROM memories" in s]
+        assert [(s.memory.id, s.score) for s in reused] == again
+    finally:
+        await store.close()
+
+
 async def _statements_of_search(
     store: SQLiteMemoryStore, query: np.ndarray, tiers: frozenset[Tier]
 ) -> tuple[list[str], list[tuple[str, float]]]:

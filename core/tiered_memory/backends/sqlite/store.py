@@ -279,13 +279,16 @@ class SQLiteMemoryStore:
         tiers: frozenset[Tier],
         k: int,
         filters: SearchFilter = _NO_FILTER,
+        exact_scores: bool = True,
     ) -> list[ScoredMemory]:
         ns = check_namespace(namespace)
         check_k(k)
         parts = tier_values(frozenset(tiers) & LIVE_TIERS)
         await self._db.gate()
         with self._db.read() as conn:
-            best = self._vectors.best(conn, ns, parts, query, k=k, filters=filters)
+            best = self._vectors.best(
+                conn, ns, parts, query, k=k, filters=filters, exact_scores=exact_scores
+            )
             ids = [i for i, _ in best]
             read = self._vectors.candidate_rows(conn, ns, ids)
             found = {i: memory_of(row, True, keep_embedding=False) for i, row in read.items()}

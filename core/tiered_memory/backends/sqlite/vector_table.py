@@ -554,17 +554,19 @@ class VectorTable:
         filters: SearchFilter,
         fetch: int,
         state: FileState,
+        exact: bool = True,
     ) -> list[tuple[str, float]] | None:
-        """The k best through the index, re-scored exactly, starting with `fetch`
-        candidates (`_route`); None when too few of the candidates it gives pass the
-        filters (the caller scans). The candidates of every tier are kept for the next
-        phase of the same search (`GraphCandidates`)."""
+        """The k best through the index, re-scored exactly (or with the graph's
+        cosines, if not `exact`: `GraphCandidates`), starting with `fetch` candidates
+        (`_route`); None when too few of the candidates it gives pass the filters (the
+        caller scans). The candidates of every tier are kept for the next phase of the
+        same search (`GraphCandidates`)."""
         while True:
             last = self._graph_candidates
-            if last is None or not last.answers(state, ns, q, filters, fetch):
+            if last is None or not last.answers(state, ns, q, filters, fetch, exact=exact):
                 (keys,), (approximate,) = index.search_scored(q[None, :], fetch)
                 last = GraphCandidates.read(
-                    conn, ns, keys, approximate, q, filters, fetch, state, k
+                    conn, ns, keys, approximate, q, filters, fetch, state, k, exact=exact
                 )
                 self._graph_candidates = last
             found = last.best(parts, k)
@@ -589,10 +591,12 @@ class VectorTable:
         *,
         k: int,
         filters: SearchFilter,
+        exact_scores: bool = True,
     ) -> list[tuple[str, float]]:
         """The k best (id, cosine) pairs over the partitions `parts` (tiers, or
         ARCHIVE_KEY), best first, among the rows `filters` allow. Empty while the file
-        holds no vector."""
+        holds no vector. `exact_scores=False`: through the graph, its cosines
+        (`GraphCandidates`); a scan's are exact anyway."""
         state = self._memo.state(conn)
         prepared = self.query(conn, query, state)
         if prepared is None or not parts:
@@ -604,7 +608,9 @@ class VectorTable:
                 return []  # e.g. the COLD phase before any sweep: nothing to search
             route = self._route(conn, ns, parts, rows, k, filters, dim, state)
             if route is not None:
-                found = self._ann_best(conn, ns, route[0], parts, q, k, filters, route[1], state)
+                found = self._ann_best(
+                    conn, ns, route[0], parts, q, k, filters, route[1], state, exact_scores
+                )
                 if found is not None:
                     return found
         self.sync(conn)
@@ -838,9 +844,9 @@ class VectorTable:
     def candidate_rows(
         self, conn: sqlite3.Connection, ns: str, ids: Sequence[str]
     ) -> dict[str, Any]:
-        """The whole rows (with embeddings) of those of `ids` the last graph search
-        read, while the file is unchanged (`GraphCandidates.rows_of`): a search's hits
-        come from its candidates."""
+        """The whole rows (the embedding's column NULL in a set read for ranking) of
+        those of `ids` the last graph search read, while the file is unchanged
+        (`GraphCandidates.rows_of`): a search's hits come from its candidates."""
         last = self._graph_candidates
         return {} if last is None else last.rows_of(self._memo.state(conn), ns, ids)
 

@@ -954,6 +954,7 @@ class WeaviateMemoryStore:
         tiers: frozenset[Tier],
         k: int,
         filters: SearchFilter = NO_FILTER,
+        exact_scores: bool = True,  # Weaviate's distances are its own either way
     ) -> list[ScoredMemory]:
         if k < 1:
             return []
