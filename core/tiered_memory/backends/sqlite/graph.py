@@ -124,6 +124,24 @@ def _link(row: sqlite3.Row) -> Link:
     )
 
 
+def _row_key(row: tuple[Any, ...]) -> tuple[str, str]:
+    """A link row's key in the table, past its namespace (one per call)."""
+    return row[1], row[2]
+
+
+class _Micros:
+    """`to_micros_or_none`, once per distinct timestamp: an add_many's auto-links all
+    carry the call's time (3,000 conversions a batch of 500)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[datetime | None, int | None] = {}
+
+    def __call__(self, when: datetime | None) -> int | None:
+        if when not in self._seen:
+            self._seen[when] = to_micros_or_none(when)
+        return self._seen[when]
+
+
 def _both_ways(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """(ns, a, b, ...) -> the row and its mirror (ns, b, a, ...)."""
     out: list[tuple[Any, ...]] = []
@@ -165,6 +183,7 @@ class SQLiteAssociationGraph:
                 best[key] = link
         if not best:
             return
+        micros = _Micros()
         rows = [
             (
                 ns,
@@ -172,15 +191,20 @@ class SQLiteAssociationGraph:
                 b,
                 float(link.weight),
                 LinkKind(link.kind).value,
-                to_micros_or_none(link.created_at or link.updated_at),
-                to_micros_or_none(link.updated_at or link.created_at),
+                micros(link.created_at or link.updated_at),
+                micros(link.updated_at or link.created_at),
             )
             for (a, b), link in best.items()
         ]
+        # In key order: an add_many's mirror rows (b -> a) land all over the tree, and
+        # inserting them sorted walks it front to back (3,000 rows of a batch of 500
+        # took 9-14 ms unsorted, 5-7 sorted, on a copy of a 100k store).
+        both = _both_ways(rows)
+        both.sort(key=_row_key)
         await self._db.gate()
         with self._db.write() as conn:
             # each key once in `best`, so no statement holds a key twice
-            insert_rows(conn, _UPSERT_HEAD, _both_ways(rows), 7, _UPSERT_TAIL)
+            insert_rows(conn, _UPSERT_HEAD, both, 7, _UPSERT_TAIL)
 
     async def strengthen(
         self, namespace: str, pairs: Sequence[tuple[str, str]], delta: float, when: datetime
