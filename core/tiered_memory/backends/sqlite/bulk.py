@@ -36,7 +36,19 @@ def insert_rows(
 ) -> None:
     """Run `head VALUES (?, ...), ... tail` over `rows` (each of `width` values), in
     order: as one statement each of `width` * size values, sizes from `_SIZES`."""
-    values = [value for row in rows for value in row]
+    insert_flat(conn, head, [value for row in rows for value in row], width, tail)
+
+
+def insert_flat(
+    conn: sqlite3.Connection,
+    head: str,
+    values: Sequence[Any],
+    width: int,
+    tail: str = "",
+) -> None:
+    """`insert_rows` over rows given as one flat sequence of their values, row after
+    row (a caller that makes many rows can append their values instead of a tuple
+    each)."""
     if len(values) % width:
         raise ValueError(f"rows of {width} values expected")
     limit = _variables(conn)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -65,7 +65,7 @@ from tiered_memory.lexicon import (
     tokenizer_version,
 )
 
-from .bulk import insert_rows
+from .bulk import insert_flat, insert_rows
 from .sql import IN_JSON
 
 TERMS_FUNCTION = "tm_terms"
@@ -316,15 +316,17 @@ def index_queued(
                 pairs += (pk, tf)
     written = sum(len(pairs) for terms in by_term.values() for pairs in terms.values()) // 2
 
-    def postings() -> Iterator[tuple[int, str, int, int, int]]:
-        for number in sorted(by_term):
-            terms = by_term[number]
-            for term in sorted(terms):
-                pairs = terms[term]
-                for i in range(0, len(pairs), 2):
-                    yield number, term, pairs[i], pairs[i + 1], length_of[pairs[i]]
-
-    insert_rows(conn, "INSERT INTO lexicon_recent (ns, term, pk, tf, length)", postings(), 5)
+    # The statement's values, flat (no tuple a posting, then flattened): ~4 us a memory
+    values: list[int | str] = []
+    extend = values.extend
+    for number in sorted(by_term):
+        terms = by_term[number]
+        for term in sorted(terms):
+            pairs = terms[term]
+            for i in range(0, len(pairs), 2):
+                pk = pairs[i]
+                extend((number, term, pk, pairs[i + 1], length_of[pk]))
+    insert_flat(conn, "INSERT INTO lexicon_recent (ns, term, pk, tf, length)", values, 5)
     _note_recent(conn, written)
     return len(rows)
 
