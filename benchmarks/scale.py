@@ -37,6 +37,7 @@ from .common import (
     markdown_table,
     private_mb,
     rss_mb,
+    settle_writes,
     status,
     warm_file,
     write_json,
@@ -230,6 +231,7 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
             # -- sweeps ----------------------------------------------------------------------
             clock.set(end + timedelta(hours=1))
             warm_file(path)  # a sweep of a cached file, as the latencies
+            out["settle_writes_s"] = settle_writes()  # the index saved on close, written out
             report = await mem.maintain()
             out["sweep_due_s"] = report.duration_seconds
             out["sweep_due_moves"] = dict(report.moved)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common import private_mb, rss_mb, written_bytes
+from benchmarks.common import private_mb, rss_mb, settle_writes, written_bytes
 
 MB = 2**20
 
@@ -54,3 +54,13 @@ def test_bytes_written_leave_out_a_file_deleted_before_it_was_written_back(
         f.flush()
         path.unlink()  # the open file goes with its last descriptor, unwritten
     assert written_bytes() - before < 1 * MB
+
+
+def test_the_writes_before_a_timed_sweep_are_synced_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`settle_writes` syncs (so a sweep's own sync does not wait behind the writeback of
+    the index saved just before it) and says how long that took."""
+    calls: list[int] = []
+    monkeypatch.setattr(os, "sync", lambda: calls.append(1))
+    took = settle_writes()
+    assert calls == [1]
+    assert took >= 0.0
