@@ -393,7 +393,7 @@ def _baseline(
     start = time.perf_counter()
     for s in range(0, n, BATCH):
         e = min(n, s + BATCH)
-        index.add(ids[s:e], corpus.texts[s:e], corpus.vectors[s:e])
+        index.add(ids[s:e], list(corpus.texts[s:e]), corpus.vectors[s:e])
     add_s = time.perf_counter() - start
     rss = rss_mb() - rss0
     q_vectors, _ = corpus.queries(np.random.default_rng(5), queries + 2)
@@ -467,7 +467,7 @@ def _peers(
     found = peers.run_peers(
         chosen,
         vectors,
-        corpus.texts[:n],
+        list(corpus.texts[:n]),
         q_vectors,
         truth=truth,
         timeout=args.peer_timeout,
