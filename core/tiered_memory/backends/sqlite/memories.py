@@ -397,7 +397,7 @@ class MemoryTable:
         await self._db.gate()
         with self._db.write(fsync=False) as conn:  # bookkeeping: see SQLiteDatabase.write
             rows = conn.execute(
-                "SELECT id, tier, use_count, last_accessed_at, use_days, uses_since_cold "
+                "SELECT id, tier, use_count, last_accessed_at, use_days, uses_since_cold, pk "
                 f"FROM memories WHERE namespace = ? AND id {IN_JSON}",
                 (ns, json_list(uses)),
             ).fetchall()
@@ -420,13 +420,14 @@ class MemoryTable:
                         last,  # last_used_at = coalesce(last_accessed_at, created_at)
                         _use_days(counts.use_days, self._use_days_kept),
                         counts.uses_since_cold,
-                        ns,
-                        row["id"],
+                        row["pk"],
                     )
                 )
+            # by the pk the read just found (same transaction): no second walk of the
+            # (namespace, id) index a row
             conn.executemany(
                 "UPDATE memories SET use_count = ?, last_accessed_at = ?, last_used_at = ?, "
-                "use_days = ?, uses_since_cold = ? WHERE namespace = ? AND id = ?",
+                "use_days = ?, uses_since_cold = ? WHERE pk = ?",
                 updates,
             )
 
