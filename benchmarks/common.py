@@ -122,11 +122,12 @@ def settle_writes() -> float:
     """Write out every dirty page the machine holds (`os.sync`, where there is one);
     returns the seconds it took.
 
-    Why: the scale benchmark closes its store (saving the HNSW index: ~900 MB at 1M
-    memories) moments before it times the sweep, and the sweep's commit syncs the file.
-    That sync waited behind the writeback of the index file: on a 1M copy, the same
-    sweep took 8.5-11.8 s right after a 3 GB copy and 7.2-8.2 s once it was synced. The
-    sweep's own writes and syncs stay in its time; an earlier phase's do not.
+    Why: the sweep's commit syncs the file, and a sync waits behind the writeback of
+    whatever was written just before: on a 1M copy, the same sweep took 8.5-11.8 s
+    right after a 3 GB copy and 7.2-8.2 s once it was synced. The scale benchmark
+    closes its store (saving the HNSW index, ~900 MB at 1M) shortly before it times
+    the sweep. The sweep's own writes and syncs stay in its time; an earlier phase's
+    do not.
     """
     start = time.perf_counter()
     sync = getattr(os, "sync", None)
