@@ -12,6 +12,7 @@ with a window function, so ties resolve the same way every time.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -129,19 +130,6 @@ def _row_key(row: tuple[Any, ...]) -> tuple[str, str]:
     return row[1], row[2]
 
 
-class _Micros:
-    """`to_micros_or_none`, once per distinct timestamp: an add_many's auto-links all
-    carry the call's time (3,000 conversions a batch of 500)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[datetime | None, int | None] = {}
-
-    def __call__(self, when: datetime | None) -> int | None:
-        if when not in self._seen:
-            self._seen[when] = to_micros_or_none(when)
-        return self._seen[when]
-
-
 def _both_ways(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """(ns, a, b, ...) -> the row and its mirror (ns, b, a, ...)."""
     out: list[tuple[Any, ...]] = []
@@ -183,7 +171,9 @@ class SQLiteAssociationGraph:
                 best[key] = link
         if not best:
             return
-        micros = _Micros()
+        # once per distinct timestamp: an add_many's auto-links all carry the call's
+        # time (3,000 conversions a batch of 500)
+        micros = functools.cache(to_micros_or_none)
         rows = [
             (
                 ns,
