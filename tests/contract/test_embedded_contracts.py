@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import sqlite3
 from collections.abc import AsyncIterator
@@ -146,6 +147,34 @@ class TestSQLiteFile:
         path.write_bytes(data[:-4096])
         with pytest.raises(BackendUnavailableError, match="truncated"):
             await SQLiteMemoryStore.open(path, verify=False)
+
+    async def test_a_wal_removed_by_another_process_s_close_during_open(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Another process's last close checkpoints and deletes the `-wal` file; an
+        open that looked for it just before must not fail on its absence (seen in the
+        reliability suite's concurrent writers as a FileNotFoundError)."""
+        path = tmp_path / "memory.db"
+        store = await SQLiteMemoryStore.open(path)
+        await store.put_many("ns", [memory("a", [1.0, 0.0])])
+        await store.close()
+        wal = path.with_name(path.name + "-wal")
+        stat = Path.stat
+
+        def vanished(self: Path, **kwargs: object) -> object:
+            if self == wal:
+                raise FileNotFoundError(2, "No such file or directory", str(self))
+            return stat(self, **kwargs)  # type: ignore[arg-type]
+
+        # seen, then gone when asked its size
+        monkeypatch.setattr(Path, "exists", lambda self, **kw: self == wal or os.path.exists(self))
+        monkeypatch.setattr(Path, "stat", vanished)
+        again = await SQLiteMemoryStore.open(path)
+        monkeypatch.undo()
+        try:
+            assert set(await again.get_many("ns", ["a"])) == {"a"}
+        finally:
+            await again.close()
 
     async def test_corrupt_pages_are_refused_at_open(self, tmp_path: Path) -> None:
         path = tmp_path / "memory.db"

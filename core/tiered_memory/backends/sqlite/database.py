@@ -184,8 +184,10 @@ def _check_header(path: Path) -> None:
         size = path.stat().st_size
     except FileNotFoundError:
         return
-    wal = path.with_name(path.name + "-wal")
-    wal_pending = wal.exists() and wal.stat().st_size > 0
+    try:
+        wal_pending = path.with_name(path.name + "-wal").stat().st_size > 0
+    except FileNotFoundError:  # none, or another process's last close just removed it
+        wal_pending = False
     if size == 0:
         if wal_pending:
             return  # a store created and never checkpointed: its pages are in the WAL
