@@ -13,8 +13,9 @@ Everything here is per namespace; the ports enforce it in their own queries.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,6 +28,7 @@ from .policy import FusionWeights, Policy
 from .ports import (
     AssociationGraph,
     MemoryStore,
+    ScoredMemory,
     SearchFilter,
     SupportsAdjacent,
     SupportsCosines,
@@ -345,15 +347,26 @@ class Retriever:
         """Phases 1 and 3: the vector and lexical candidates of `tiers`. The cosines may
         be the store's index's (`exact_scores=False`, within ~1e-3): one term of a
         fused score, which ranks the same on them (issue 19: a recall at 1M memories
-        read 90 float32 vectors for them, ~1 ms)."""
-        for scored in await self.store.vector_search(
+        read 90 float32 vectors for them, ~1 ms).
+
+        The two searches run concurrently: a remote store answers both at once, and
+        the embedded one walks a big HNSW graph on another thread while the lexical
+        search runs (`VectorTable.walk_for`). The vector hits join the pool first, as
+        when the searches ran one after the other."""
+        vector_search = self.store.vector_search(
             namespace, query, tiers=tiers, k=n, filters=filters, exact_scores=exact
-        ):
+        )
+        if not text.strip():
+            for scored in await vector_search:
+                pool.add(scored.memory, phase, cosine=scored.score)
+            return
+        vector, lexical = await _both(
+            vector_search,
+            self.store.lexical_search(namespace, text, tiers=tiers, k=n, filters=filters),
+        )
+        for scored in vector:
             pool.add(scored.memory, phase, cosine=scored.score)
-        if text.strip():
-            lexical = await self.store.lexical_search(
-                namespace, text, tiers=tiers, k=n, filters=filters
-            )
+        if lexical:
             missing = [s.memory for s in lexical if s.memory.id not in pool.by_id]
             cosines = await self._cosines(namespace, query, [m.id for m in missing])
             for scored in lexical:
@@ -575,6 +588,20 @@ class Retriever:
             hits.append(_hit(view, Tier.ARCHIVED, terms.score, terms, 4, None))
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits
+
+
+async def _both(
+    first: Awaitable[list[ScoredMemory]], second: Awaitable[list[ScoredMemory]]
+) -> tuple[list[ScoredMemory], list[ScoredMemory]]:
+    """Both results, the two awaited concurrently (`first` starts first). A failure of
+    either is raised once both have ended, the first's before the second's: neither
+    is left running unobserved behind the caller."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    if isinstance(a, BaseException):
+        raise a
+    if isinstance(b, BaseException):
+        raise b
+    return a, b
 
 
 def _hit(

@@ -286,8 +286,17 @@ class SQLiteMemoryStore:
         parts = tier_values(frozenset(tiers) & LIVE_TIERS)
         await self._db.gate()
         with self._db.read() as conn:
-            best = self._vectors.best(
+            walk = self._vectors.walk_for(
                 conn, ns, parts, query, k=k, filters=filters, exact_scores=exact_scores
+            )
+        if walk is not None:
+            # a big graph's search, on another thread: the event loop goes on meanwhile
+            # (a recall's lexical phase: `Retriever._search_tiers`)
+            await asyncio.to_thread(walk.run)
+            await self._db.gate()
+        with self._db.read() as conn:
+            best = self._vectors.best(
+                conn, ns, parts, query, k=k, filters=filters, exact_scores=exact_scores, walk=walk
             )
             ids = [i for i, _ in best]
             read = self._vectors.candidate_rows(conn, ns, ids)

@@ -78,6 +78,13 @@ _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the score
 # 0.989 (0.9999 and 1.0 at 100k).
 _ANN_EXTRA = 10
 _ANN_MAX_FETCH = 4096
+# A graph search of an index this big runs on another thread while the event loop goes
+# on (`walk_for`): usearch releases the GIL while it walks, and a recall has its lexical
+# phase to do meanwhile. At 1M rows a recall's walk (84 candidates, beam 128) took
+# ~0.9 ms, and a hop to a thread and back ~0.07; at 100k the walk (beam 48) is ~0.3 ms,
+# and a vector search alone (nothing to overlap) would pay the hop: 250k is where
+# the beam starts to grow (`ann.EXPANSION_SEARCH_ROWS`).
+WALK_OFF_LOOP_ROWS = ann.EXPANSION_SEARCH_ROWS
 # When every row of the namespace passes (all live tiers, nothing hidden: dedup and
 # auto-linking), the extra candidates only correct the float16 graph's order: k + 8.
 _ANN_SPARE = 8
@@ -117,6 +124,40 @@ def batch_dimension(vectors: Iterable[Vector | None]) -> int | None:
                 f"one batch mixes {dimension}-d and {vector.size}-d embeddings"
             )
     return dimension
+
+
+class GraphWalk:
+    """One graph search (`AnnIndex.search_scored`), prepared on the connection's thread
+    (`VectorTable.walk_for`) and run on another (`run`), for `VectorTable.best` to take
+    instead of searching again while the file is unchanged (`serves`)."""
+
+    __slots__ = ("fetch", "found", "index", "query", "state")
+
+    def __init__(self, index: AnnIndex, query: Vector, fetch: int, state: FileState) -> None:
+        self.index = index
+        self.query = query
+        self.fetch = fetch
+        self.state = state
+        self.found: tuple[ann.Keys, npt.NDArray[np.float32]] | None = None
+
+    def run(self) -> None:
+        """Search the graph; safe on any thread (the index locks its own searches)."""
+        (keys,), (scores,) = self.index.search_scored(self.query[None, :], self.fetch)
+        self.found = (keys, scores)
+
+    def result_for(
+        self, index: AnnIndex, query: Vector, fetch: int, state: FileState
+    ) -> tuple[ann.Keys, npt.NDArray[np.float32]] | None:
+        """Its candidates, if it ran and was this search of `index` in the file as it
+        is now (`state`); else None."""
+        if (
+            self.index is index
+            and self.fetch == fetch
+            and self.state == state
+            and np.array_equal(self.query, query)
+        ):
+            return self.found
+        return None
 
 
 def _row_flags(row: sqlite3.Row) -> int:
@@ -555,6 +596,7 @@ class VectorTable:
         fetch: int,
         state: FileState,
         exact: bool = True,
+        walk: GraphWalk | None = None,
     ) -> list[tuple[str, float]] | None:
         """The k best through the index, re-scored exactly (or with the graph's
         cosines, if not `exact`: `GraphCandidates`), starting with `fetch` candidates
@@ -564,7 +606,12 @@ class VectorTable:
         while True:
             last = self._graph_candidates
             if last is None or not last.answers(state, ns, q, filters, fetch, exact=exact):
-                (keys,), (approximate,) = index.search_scored(q[None, :], fetch)
+                walked = walk.result_for(index, q, fetch, state) if walk else None
+                if walked is not None:
+                    keys, approximate = walked
+                else:
+                    (keys,), (approximate,) = index.search_scored(q[None, :], fetch)
+                walk = None  # one search's: a wider one (below) searches again
                 last = GraphCandidates.read(
                     conn, ns, keys, approximate, q, filters, fetch, state, k, exact=exact
                 )
@@ -592,11 +639,14 @@ class VectorTable:
         k: int,
         filters: SearchFilter,
         exact_scores: bool = True,
+        walk: GraphWalk | None = None,
     ) -> list[tuple[str, float]]:
         """The k best (id, cosine) pairs over the partitions `parts` (tiers, or
         ARCHIVE_KEY), best first, among the rows `filters` allow. Empty while the file
         holds no vector. `exact_scores=False`: through the graph, its cosines
-        (`GraphCandidates`); a scan's are exact anyway."""
+        (`GraphCandidates`); a scan's are exact anyway. `walk`: the graph search
+        `walk_for` prepared and another thread ran, taken if it still stands for this
+        search in the file as it is now."""
         state = self._memo.state(conn)
         prepared = self.query(conn, query, state)
         if prepared is None or not parts:
@@ -609,7 +659,7 @@ class VectorTable:
             route = self._route(conn, ns, parts, rows, k, filters, dim, state)
             if route is not None:
                 found = self._ann_best(
-                    conn, ns, route[0], parts, q, k, filters, route[1], state, exact_scores
+                    conn, ns, route[0], parts, q, k, filters, route[1], state, exact_scores, walk
                 )
                 if found is not None:
                     return found
@@ -626,6 +676,39 @@ class VectorTable:
                 best.extend(index.best(scores, min(k, allowed)))
         best.sort(key=lambda pair: (-pair[1], pair[0]))
         return best[:k]
+
+    def walk_for(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        parts: Sequence[str],
+        query: Vector,
+        *,
+        k: int,
+        filters: SearchFilter,
+        exact_scores: bool = True,
+    ) -> GraphWalk | None:
+        """The graph search `best` would start with for these arguments, to run on
+        another thread (`GraphWalk.run`), when the graph holds `WALK_OFF_LOOP_ROWS` rows
+        or more and the last search's candidates do not answer it already; else None.
+        The index is caught up with the file here, on the caller's connection."""
+        known = self._anns.get(ns)
+        if known is None or known.graph_rows < WALK_OFF_LOOP_ROWS:
+            return None  # a small graph, or none yet: `best` searches it on the spot
+        state = self._memo.state(conn)
+        prepared = self.query(conn, query, state)
+        if prepared is None or not parts or ARCHIVE_KEY in parts:
+            return None
+        q, dim = prepared
+        rows = self._rows(conn, ns, parts, state)
+        route = self._route(conn, ns, parts, rows, k, filters, dim, state) if rows else None
+        if route is None or route[0].graph_rows < WALK_OFF_LOOP_ROWS:
+            return None
+        index, fetch = route
+        last = self._graph_candidates
+        if last is not None and last.answers(state, ns, q, filters, fetch, exact=exact_scores):
+            return None
+        return GraphWalk(index, q, fetch, state)
 
     def best_many(
         self,
