@@ -8,42 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.contract.test_sqlite_ann import _memories as _ann_memories
+from tests.contract.test_sqlite_ann import _queries
 from tiered_memory.backends.sqlite import ann, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory
 from tiered_memory.ports import SearchFilter
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NS = "walk"
-DIM = 16
 
 pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
 
 
 def _memories(n: int, start: int = 0) -> list[Memory]:
-    vectors = np.random.default_rng(start).normal(size=(n, DIM)).astype(np.float32)
-    return [
-        Memory(
-            id=f"m{start + i:05d}",
-            namespace=NS,
-            content=f"memory number {start + i}",
-            embedding=[float(x) for x in vectors[i]],
-            created_at=T0 + timedelta(minutes=i),
-            updated_at=T0,
-            tier_changed_at=T0,
-        )
-        for i in range(n)
-    ]
-
-
-def _queries(n: int = 10) -> np.ndarray:
-    return np.random.default_rng(99).normal(size=(n, DIM)).astype(np.float32)
+    return _ann_memories(n, start=start, seed=start, ns=NS)
 
 
 async def _search(store: SQLiteMemoryStore, query: np.ndarray) -> list[tuple[str, float]]:

@@ -647,22 +647,16 @@ class VectorTable:
         (`GraphCandidates`); a scan's are exact anyway. `walk`: the graph search
         `walk_for` prepared and another thread ran, taken if it still stands for this
         search in the file as it is now."""
-        state = self._memo.state(conn)
-        prepared = self.query(conn, query, state)
-        if prepared is None or not parts:
+        planned = self._plan(conn, ns, parts, query, k, filters)
+        if planned is None:
             return []
-        q, dim = prepared
-        if ARCHIVE_KEY not in parts:
-            rows = self._rows(conn, ns, parts, state)
-            if rows == 0:
-                return []  # e.g. the COLD phase before any sweep: nothing to search
-            route = self._route(conn, ns, parts, rows, k, filters, dim, state)
-            if route is not None:
-                found = self._ann_best(
-                    conn, ns, route[0], parts, q, k, filters, route[1], state, exact_scores, walk
-                )
-                if found is not None:
-                    return found
+        state, q, dim, route = planned
+        if route is not None:
+            found = self._ann_best(
+                conn, ns, route[0], parts, q, k, filters, route[1], state, exact_scores, walk
+            )
+            if found is not None:
+                return found
         self.sync(conn)
         best: list[tuple[str, float]] = []
         for part in parts:
@@ -676,6 +670,31 @@ class VectorTable:
                 best.extend(index.best(scores, min(k, allowed)))
         best.sort(key=lambda pair: (-pair[1], pair[0]))
         return best[:k]
+
+    def _plan(
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        parts: Sequence[str],
+        query: Vector,
+        k: int,
+        filters: SearchFilter,
+    ) -> tuple[FileState, Vector, int, tuple[AnnIndex, int] | None] | None:
+        """The file's state, the unit query, the dimension and the graph route
+        (`_route`; None: scan) of a search of `parts`; None when there is nothing to
+        search: no vector in the file, no part, or no row in the tiers (the COLD phase
+        before any sweep). The archive records' partition is always scanned."""
+        state = self._memo.state(conn)
+        prepared = self.query(conn, query, state)
+        if prepared is None or not parts:
+            return None
+        q, dim = prepared
+        if ARCHIVE_KEY in parts:
+            return state, q, dim, None
+        rows = self._rows(conn, ns, parts, state)
+        if rows == 0:
+            return None
+        return state, q, dim, self._route(conn, ns, parts, rows, k, filters, dim, state)
 
     def walk_for(
         self,
@@ -695,16 +714,15 @@ class VectorTable:
         known = self._anns.get(ns)
         if known is None or known.graph_rows < WALK_OFF_LOOP_ROWS:
             return None  # a small graph, or none yet: `best` searches it on the spot
-        state = self._memo.state(conn)
-        prepared = self.query(conn, query, state)
-        if prepared is None or not parts or ARCHIVE_KEY in parts:
+        planned = self._plan(conn, ns, parts, query, k, filters)
+        if planned is None:
             return None
-        q, dim = prepared
-        rows = self._rows(conn, ns, parts, state)
-        route = self._route(conn, ns, parts, rows, k, filters, dim, state) if rows else None
-        if route is None or route[0].graph_rows < WALK_OFF_LOOP_ROWS:
+        state, q, _, route = planned
+        if route is None:
             return None
         index, fetch = route
+        if index.graph_rows < WALK_OFF_LOOP_ROWS:
+            return None
         last = self._graph_candidates
         if last is not None and last.answers(state, ns, q, filters, fetch, exact=exact_scores):
             return None
