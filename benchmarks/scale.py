@@ -364,19 +364,27 @@ async def _vector_search(
     mem: AsyncTieredMemory, q_vectors: np.ndarray, row_of: dict[str, int]
 ) -> dict[str, Any]:
     """Our store's vector search on its own (no lexical search, ranking or packing):
-    the peers' operation, and what `peers.fixed_cost_ms` subtracts from a recall."""
-    watch, found = Stopwatch(), []
-    for i, q in enumerate(q_vectors):
-        timed = watch if i >= peers.WARMUP else Stopwatch()
-        with timed.time():
-            hits = await mem.store.vector_search(NS, q, tiers=LIVE_TIERS, k=10)
-        if i >= peers.WARMUP:
-            found.append([row_of[h.memory.id] for h in hits])
-    return {
-        "vector_search_p50_ms": watch.p(50),
-        "vector_search_p95_ms": watch.p(95),
-        "vector_search_found": found,
-    }
+    the peers' operation, and what `peers.fixed_cost_ms` subtracts from a recall.
+
+    Timed as a recall asks for it (`exact_scores=False`: the index's cosines, within
+    1.5e-3 of the exact ones, and no float32 vector read), since it is the recall's
+    vector search that the fixed cost is the rest of; then, as a labelled variant, with
+    exact scores (`vector_search`'s default: the candidates' float32 vectors read and
+    re-scored). The exact loop runs second, on pages the first one warmed."""
+    out: dict[str, Any] = {}
+    for key, exact in (("vector_search", False), ("vector_search_exact", True)):
+        watch, found = Stopwatch(), []
+        for i, q in enumerate(q_vectors):
+            timed = watch if i >= peers.WARMUP else Stopwatch()
+            with timed.time():
+                hits = await mem.store.vector_search(
+                    NS, q, tiers=LIVE_TIERS, k=10, exact_scores=exact
+                )
+            if i >= peers.WARMUP:
+                found.append([row_of[h.memory.id] for h in hits])
+        out[f"{key}_p50_ms"], out[f"{key}_p95_ms"] = watch.p(50), watch.p(95)
+        out[f"{key}_found"] = found
+    return out
 
 
 def _queries(args: argparse.Namespace) -> int:
@@ -464,7 +472,8 @@ def _peers(
     vectors = corpus.vectors[:n]
     status(f"scale: N = {n:,}: exact answers for recall@10")
     truth = peers.exact_top_k(vectors, q_vectors[peers.WARMUP :])
-    ours["vector_search_recall_at_10"] = peers.recall_at_k(ours.pop("vector_search_found"), truth)
+    for key in ("vector_search", "vector_search_exact"):
+        ours[f"{key}_recall_at_10"] = peers.recall_at_k(ours.pop(f"{key}_found"), truth)
     ours["fixed_cost_ms"] = peers.fixed_cost_ms(ours)
     chosen = peers.parse_peers(args.peers)
     status(f"scale: N = {n:,}: peers {', '.join(p.name for p in chosen) or '(none)'}")
