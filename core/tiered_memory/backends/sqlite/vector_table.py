@@ -129,7 +129,7 @@ def batch_dimension(vectors: Iterable[Vector | None]) -> int | None:
 class GraphWalk:
     """One graph search (`AnnIndex.search_scored`), prepared on the connection's thread
     (`VectorTable.walk_for`) and run on another (`run`), for `VectorTable.best` to take
-    instead of searching again while the file is unchanged (`serves`)."""
+    instead of searching again while the file is unchanged (`result_for`)."""
 
     __slots__ = ("fetch", "found", "index", "query", "state")
 
