@@ -634,7 +634,6 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             rows += [[n, "tiered-memory vector search (k=10), exact scores", *exact, *common]]
         rows += [
             [n, "tiered-memory search(k=10), hybrid", *_latency(o, "search"), _nan(), *common],
-            [n, "tiered-memory search(k=10), hybrid", *_latency(o, "search"), _nan(), *common],
             [n, "tiered-memory recall(1000 tokens)", *_latency(o, "recall"), _nan(), *common],
         ]
         for p in r["peers"]:

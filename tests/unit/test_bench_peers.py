@@ -143,6 +143,8 @@ def test_the_table_has_our_rows_the_peers_and_the_scan_bound() -> None:
         "| 10 | tiered-memory vector search (k=10), as recall ranks | 1.00 | 2.00 | 1.00 |" in text
     )
     assert "exact scores" not in text  # a run that timed only the one variant
+    for ours_row in ("vector search (k=10)", "search(k=10), hybrid", "recall(1000 tokens)"):
+        assert text.count(f"tiered-memory {ours_row}") == 1
     assert "| 10 | numpy brute force (exact) | 0.50 | 0.70 | 1.00 | 1,000,000 |" in text
     assert "exact-scan bound: float32 vectors / 10.0 GB/s" in text
     assert "recall p95 − vector search p95) = 4.0 ms" in text
