@@ -304,7 +304,14 @@ async def _dedup_link_agreement(
     k = ap.autolink_top_k
     rows = range(n, min(n + EXTRA, n + batch))
     vectors = [corpus.vectors[i] for i in rows]
-    approx = await nearest_stored(mem.store, NS, vectors, k, far=ap.autolink_min_similarity)
+    approx = await nearest_stored(
+        mem.store,
+        NS,
+        vectors,
+        k,
+        far=ap.autolink_min_similarity,
+        duplicate_at=limits.dedup_similarity,
+    )
     id_of = [""] * n
     for memory_id, row in row_of.items():
         id_of[row] = memory_id

@@ -51,6 +51,7 @@ async def nearest_stored(
     k: int,
     *,
     far: float | None = None,
+    duplicate_at: float | None = None,
 ) -> list[Neighbours]:
     """Each vector's k nearest stored memories (forgotten and superseded included): in
     one batch where the store can (the embedded one), else one search per vector.
@@ -58,12 +59,24 @@ async def nearest_stored(
     `far`: a cosine below which no memory is a neighbour (the link floor). A batch
     search through an approximate index searches again, more thoroughly, the vectors
     whose best found is below it: that is how a search that missed the vector's
-    neighbourhood shows (`SupportsBatchVectorSearch`)."""
+    neighbourhood shows (`SupportsBatchVectorSearch`).
+
+    The batch search may give the index's cosines (within ~1e-3 of the exact ones: a
+    link's weight, and which of two equally near memories is linked, need no more),
+    except where a duplicate's decision hinges on them: a vector whose best may reach
+    `duplicate_at` gets exact ones."""
     filters = SearchFilter(include_forgotten=True, include_superseded=True)
     if isinstance(store, SupportsBatchVectorSearch):
         matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
         return await store.vector_search_many(
-            namespace, matrix, tiers=LIVE_TIERS, k=k, filters=filters, recheck_below=far
+            namespace,
+            matrix,
+            tiers=LIVE_TIERS,
+            k=k,
+            filters=filters,
+            recheck_below=far,
+            exact_scores=False,
+            exact_from=duplicate_at,
         )
     return [
         [

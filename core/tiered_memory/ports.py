@@ -569,7 +569,11 @@ class SupportsBatchVectorSearch(Protocol):
     `vector_search` would return for each row of `queries` (add_many's deduplication
     and auto-linking); others get one `vector_search` per query. An approximate index
     searches the queries whose best is below `recheck_below` again, more thoroughly
-    (a far best is how a missed neighbourhood shows)."""
+    (a far best is how a missed neighbourhood shows).
+
+    `exact_scores=False`, as in `vector_search`: the cosines may be the index's,
+    within its small bound, except for a query whose best may reach `exact_from` (the
+    cosine a decision hinges on: a duplicate at the threshold), whose are exact."""
 
     async def vector_search_many(
         self,
@@ -580,6 +584,8 @@ class SupportsBatchVectorSearch(Protocol):
         k: int,
         filters: SearchFilter = SearchFilter(),
         recheck_below: float | None = None,
+        exact_scores: bool = True,
+        exact_from: float | None = None,
     ) -> list[list[tuple[str, float]]]: ...
 
 

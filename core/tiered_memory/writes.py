@@ -102,7 +102,11 @@ class Writer:
         k = max(ap.autolink_top_k if link else 0, 1 if duplicate_at is not None else 0)
         vectors = [p.vector for p in prepared]
         far = ap.autolink_min_similarity  # a search finding nothing nearer is checked
-        stored = await nearest_stored(self.store, ns, vectors, k, far=far) if k else []
+        stored = (
+            await nearest_stored(self.store, ns, vectors, k, far=far, duplicate_at=duplicate_at)
+            if k
+            else []
+        )
         screened = screen(
             [p.memory.id for p in prepared],
             vectors,

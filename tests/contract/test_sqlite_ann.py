@@ -904,6 +904,64 @@ async def test_the_dedup_batch_search_re_reads_only_candidates_that_may_rank(
         await store.close()
 
 
+async def test_a_batch_search_for_ranking_reads_ids_only_and_gives_the_graph_s_cosines(
+    tmp_path: Path,
+) -> None:
+    """`exact_scores=False` (add_many's links): each query's k best by the graph's
+    cosines, within its float16 error of the exact ones, with only their ids read from
+    the file (no `memory_vectors` row); the same memories as an exact search."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        await _folded(store, _memories(300))
+        queries = _queries(20)
+        with traced(store) as statements:
+            many = await store.vector_search_many(
+                NS, queries, tiers=LIVE_TIERS, k=3, filters=DEDUP, exact_scores=False
+            )
+        assert [s for s in statements if "FROM memories" in s]
+        assert not [s for s in statements if "memory_vectors" in s]
+        exact = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=3, filters=DEDUP)
+        for got, want in zip(many, exact, strict=True):
+            assert {i for i, _ in got} == {i for i, _ in want}
+            by_id = dict(want)
+            for memory_id, score in got:
+                assert score == pytest.approx(by_id[memory_id], abs=ann.FLOAT16_ERROR)
+            assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+    finally:
+        await store.close()
+
+
+async def test_a_batch_search_for_ranking_scores_exactly_a_query_that_may_be_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    """With `exact_from` (the duplicate threshold), a query whose graph cosine may
+    reach it is answered exactly, as an exact search answers it: the decision hinges
+    on that cosine. The others keep the graph's."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _memories(300)
+        await _folded(store, batch)
+        queries = np.concatenate([_queries(5), _vector(batch[7])[None, :]])
+        with traced(store) as statements:
+            many = await store.vector_search_many(
+                NS,
+                queries,
+                tiers=LIVE_TIERS,
+                k=3,
+                filters=DEDUP,
+                exact_scores=False,
+                exact_from=0.95,
+            )
+        assert [s for s in statements if "memory_vectors" in s]  # the duplicate's
+        exact = await store.vector_search_many(NS, queries, tiers=LIVE_TIERS, k=3, filters=DEDUP)
+        assert many[-1][0][0] == batch[7].id
+        assert many[-1] == exact[-1]
+        for got, want in zip(many[:-1], exact[:-1], strict=True):
+            assert {i for i, _ in got} == {i for i, _ in want}
+    finally:
+        await store.close()
+
+
 async def test_the_batch_search_scores_the_buffer_on_one_blas_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1013,5 +1071,37 @@ async def test_add_many_checks_again_the_items_that_found_no_neighbour(
         ]
         await mem.add_many(items, namespace=NS, dedup=True, link=True)
         assert asked == [Policy().associations.autolink_min_similarity]
+    finally:
+        await mem.close()
+
+
+@pytest.mark.parametrize("dedup", [True, False])
+async def test_add_many_asks_for_exact_cosines_only_where_a_duplicate_is_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dedup: bool
+) -> None:
+    """add_many's batch search may give the index's cosines (links need no more),
+    with exact ones from the duplicate threshold up when it deduplicates."""
+    from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
+    from tiered_memory.policy import Policy
+
+    mem = await AsyncTieredMemory.embedded(
+        tmp_path / "a.db", embedder=HashingEmbedder(DIM), clock=ManualClock(T0)
+    )
+    try:
+        store = mem.store
+        asked: list[tuple[object, object]] = []
+        many = store.vector_search_many  # type: ignore[attr-defined]
+
+        async def spied(*args: object, **kwargs: object) -> object:
+            asked.append((kwargs.get("exact_scores"), kwargs.get("exact_from")))
+            return await many(*args, **kwargs)
+
+        monkeypatch.setattr(store, "vector_search_many", spied)
+        items = [
+            {"content": f"item {i}", "embedding": _vector(m)} for i, m in enumerate(_memories(3))
+        ]
+        await mem.add_many(items, namespace=NS, dedup=dedup, link=True)
+        threshold = Policy().limits.dedup_similarity if dedup else None
+        assert asked == [(False, threshold)]
     finally:
         await mem.close()

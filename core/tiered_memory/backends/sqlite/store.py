@@ -316,10 +316,12 @@ class SQLiteMemoryStore:
         k: int,
         filters: SearchFilter = _NO_FILTER,
         recheck_below: float | None = None,
+        exact_scores: bool = True,
+        exact_from: float | None = None,
     ) -> list[list[tuple[str, float]]]:
         """The (id, cosine) pairs `vector_search` would rank, for many queries at once
         (`SupportsBatchVectorSearch`): add_many's deduplication and auto-linking.
-        `recheck_below`: see `VectorTable.best_many`."""
+        `recheck_below`, `exact_scores` and `exact_from`: see `VectorTable.best_many`."""
         ns = check_namespace(namespace)
         check_k(k)
         matrix = np.asarray(queries, dtype=np.float32)
@@ -335,7 +337,15 @@ class SQLiteMemoryStore:
         await self._db.gate()
         with self._db.read() as conn:
             return self._vectors.best_many(
-                conn, ns, parts, matrix, k=k, filters=filters, recheck_below=recheck_below
+                conn,
+                ns,
+                parts,
+                matrix,
+                k=k,
+                filters=filters,
+                recheck_below=recheck_below,
+                exact_scores=exact_scores,
+                exact_from=exact_from,
             )
 
     async def cosines(self, namespace: str, query: Vector, ids: Sequence[str]) -> dict[str, float]:
