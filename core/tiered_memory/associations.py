@@ -103,10 +103,12 @@ class Associations:
     ) -> None:
         self.store, self.graph, self.policy, self.breaker = store, graph, policy, breaker
 
-    async def link_new(self, ns: str, links: Sequence[Link]) -> None:
-        """Write the auto-links of new memories."""
+    async def link_new(self, ns: str, links: Sequence[Link], *, live: Collection[str] = ()) -> None:
+        """Write the auto-links of new memories. `live`: ends that cannot have gone
+        meanwhile (the memories written in the transaction the links join), which the
+        check for gone ends (`_unlink_gone`) need not look up."""
         if links:
-            await self._optional("auto-linking", ns, lambda: self._link_live(ns, links))
+            await self._optional("auto-linking", ns, lambda: self._link_live(ns, links, live))
 
     async def unlink_replaced(self, ns: str, ids: Sequence[str]) -> None:
         """Drop the derived links of replaced memories; auto-linking then links their
@@ -125,9 +127,9 @@ class Associations:
                 "co-recall strengthening", ns, lambda: self._strengthen_live(ns, pairs, boost, now)
             )
 
-    async def _link_live(self, ns: str, links: Sequence[Link]) -> None:
+    async def _link_live(self, ns: str, links: Sequence[Link], live: Collection[str]) -> None:
         await self.graph.upsert_links(ns, links)
-        await self._unlink_gone(ns, [(link.source, link.target) for link in links])
+        await self._unlink_gone(ns, [(link.source, link.target) for link in links], live)
 
     async def _strengthen_live(
         self, ns: str, pairs: Sequence[Pair], boost: float, now: datetime
@@ -140,16 +142,22 @@ class Associations:
         if stale:
             await self.graph.unlink(ns, stale)
 
-    async def _unlink_gone(self, ns: str, pairs: Sequence[Pair]) -> None:
+    async def _unlink_gone(
+        self, ns: str, pairs: Sequence[Pair], known: Collection[str] = ()
+    ) -> None:
         """Undo links whose end was archived (or deleted) while they were written, e.g.
         by a sweep in another process. The archiver drops a memory's links before and
-        after its record replaces it; this check covers a link written after that."""
-        ends = list({end for pair in pairs for end in pair})
-        live: Collection[str]
-        if isinstance(self.store, SupportsLiveIds):
-            live = await self.store.live_ids(ns, ends)
+        after its record replaces it; this check covers a link written after that.
+        `known`: ends known to be live (not looked up)."""
+        ends = list({end for pair in pairs for end in pair}.difference(known))
+        found: Collection[str]
+        if not ends:
+            found = ()
+        elif isinstance(self.store, SupportsLiveIds):
+            found = await self.store.live_ids(ns, ends)
         else:
-            live = (await self.store.get_many(ns, ends)).keys()
+            found = (await self.store.get_many(ns, ends)).keys()
+        live = set(found).union(known)
         gone = [(a, b) for a, b in pairs if a not in live or b not in live]
         if gone:
             await self.graph.unlink(ns, gone)

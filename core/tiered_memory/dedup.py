@@ -109,7 +109,9 @@ def screen(
     units = np.stack([np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors])
     norms = np.linalg.norm(units, axis=1)
     units /= np.where(norms > 0, norms, 1.0)[:, None]
-    own = [[p for p in pairs if p[0] not in replacing] for pairs in stored]
+    own: Sequence[Neighbours] = (
+        [[p for p in pairs if p[0] not in replacing] for pairs in stored] if replacing else stored
+    )
     rejected = np.zeros(n, dtype=np.bool_)  # the duplicates so far: no one's neighbours
     out: list[Screened] = []
     # small products (a block by the batch): on one BLAS thread (`one_blas_thread`);

@@ -143,8 +143,8 @@ class Writer:
             if accepted:
                 await self._write(ns, accepted, replacing)
             existing = await self._strengthen(ns, prepared, screened, duplicates, now)
-            if joined:
-                await self.associations.link_new(ns, links)
+            if joined:  # the new memories are live in this transaction: not looked up
+                await self.associations.link_new(ns, links, live=[p.memory.id for p in accepted])
         if not joined:
             await self.associations.link_new(ns, links)
         return _results(prepared, screened, existing)

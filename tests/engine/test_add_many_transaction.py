@@ -120,3 +120,40 @@ async def test_a_graph_in_another_file_links_only_committed_memories(tmp_path: P
         assert await mem.links(added[1].id, namespace=NS)
     finally:
         await mem.close()
+
+
+async def _linked(mem: AsyncTieredMemory, memory_id: str) -> set[str]:
+    """The memories linked to `memory_id`."""
+    links = await mem.links(memory_id, namespace=NS)
+    return {link.target if link.source == memory_id else link.source for link in links}
+
+
+async def test_the_check_for_gone_ends_looks_up_only_the_stored_ones(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """After writing auto-links, add_many undoes those to a memory that went meanwhile
+    (archived by another process between the search and the write). The batch's own
+    memories are written in the same transaction, so only the stored ends are looked
+    up; a stored end reported gone loses its link."""
+    mem = await _embedded(tmp_path / "a.db")
+    try:
+        stored, batch = _items()
+        kept = await mem.add_many(stored, namespace=NS, dedup=False, link=False)
+        gone_id = kept[1].id
+        asked: list[set[str]] = []
+        live_ids = mem.store.live_ids  # type: ignore[attr-defined]
+
+        async def spied(ns: str, ids: list[str]) -> set[str]:
+            asked.append(set(ids))
+            return set(await live_ids(ns, ids)) - {gone_id}  # as if archived meanwhile
+
+        monkeypatch.setattr(mem.store, "live_ids", spied)
+        added = await mem.add_many(batch[1:], namespace=NS, dedup=False, link=True)
+        new_ids = {m.id for m in added}
+        looked_up = set().union(*asked)
+        assert gone_id in looked_up
+        assert not looked_up & new_ids
+        assert gone_id not in await _linked(mem, added[0].id)
+        assert kept[2].id in await _linked(mem, added[1].id)
+    finally:
+        await mem.close()
