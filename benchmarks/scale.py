@@ -298,8 +298,10 @@ async def _dedup_link_agreement(
 ) -> dict[str, Any]:
     """The share of the first batch of the adds below whose dedup decision, and whose
     set of auto-links, equal those from the exact neighbours (a scan of the n stored
-    vectors): the batch search is approximate through the HNSW index, and this is the
-    claim that its decisions are the exact ones. Read-only (nothing is added)."""
+    vectors): the batch search is approximate through the HNSW index, and this says how
+    often its decisions are the exact ones (a duplicate's always is; a link set differs
+    where the graph's float16 rounding chose between two memories about as near:
+    `VectorTable._graph_ranked`). Read-only (nothing is added)."""
     ap, limits = mem.policy.associations, mem.policy.limits
     k = ap.autolink_top_k
     rows = range(n, min(n + EXTRA, n + batch))

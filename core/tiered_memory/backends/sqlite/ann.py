@@ -55,8 +55,11 @@ buffer is never saved: opening reads the rows above the saved `top` into it, whi
 the catch-up itself. Closing stops a fold after its current step and saves the graph
 as far as it got.
 
-Storage is float16 (half the bytes of float32; recall@10 is unchanged because every
-candidate is re-scored from the file's float32 embedding).
+Storage is float16 (half the bytes of float32). An exact search re-scores its
+candidates from the file's float32 embeddings, so recall@10 is unchanged; a search for
+ranking (a recall's phases, add_many's links) takes the graph's cosines, within
+`FLOAT16_ERROR` of the exact ones (`graph_candidates`); add_many ranks an item exactly
+only where its duplicate decision hinges on them (`VectorTable._graph_ranked`).
 """
 
 from __future__ import annotations
