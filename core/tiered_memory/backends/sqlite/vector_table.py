@@ -882,7 +882,9 @@ class VectorTable:
         """Each query's k best by the graph's cosines (within `ann.FLOAT16_ERROR` of
         the exact ones), with only their ids read: no float32 vector, which at 1M
         memories was most of the batch search's reads (a row's vector and its memory
-        are two pages of a 3 GB file; add_many with deduplication 1,960 -> 2,230/s).
+        are two pages of a 3 GB file; add_many with deduplication into a copy of the
+        1M scale store: 1,970 -> 2,550/s). The cost: where two candidates are as near
+        as the rounding, it picks which one ranks k-th (design.md).
 
         None (ranked exactly by the caller) for a query whose graph cosines may reach
         `exact_from`, the cosine a decision hinges on (a duplicate), and for one whose
