@@ -1011,9 +1011,10 @@ def test_a_batch_search_searches_its_far_queries_again_at_a_wider_beam(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """add_many's batch search (`search_rechecked`) asks the graph at `BATCH_BEAM`,
-    then once more at `RECHECK_BEAM` for the queries alone whose best candidate is
-    below the floor (a search caught in another cluster finds only far rows), and
-    answers those with the second search."""
+    then at each wider beam of `RECHECK_BEAMS` for the queries alone whose best
+    candidate is still below the floor (a search caught in another cluster finds only
+    far rows), and answers those with the last search; a query whose best reaches the
+    floor is not searched again."""
     n = ann.EXHAUSTIVE_ROWS + 400  # a graph searched approximately, not scanned
     rng = np.random.default_rng(3)
     rows = rng.normal(size=(n, DIM)).astype(np.float32)
@@ -1034,15 +1035,33 @@ def test_a_batch_search_searches_its_far_queries_again_at_a_wider_beam(
 
     monkeypatch.setattr(index, "search_scored", spied)
     found, _ = index.search_rechecked(queries, 5, 0.99)  # rows[:3] find themselves
-    assert searches == [(5, ann.BATCH_BEAM), (2, ann.RECHECK_BEAM)]
-    assert index.rechecks == 2
+    widest = ann.RECHECK_BEAMS[-1]
+    assert searches == [(5, ann.BATCH_BEAM)] + [(2, beam) for beam in ann.RECHECK_BEAMS]
+    assert index.rechecks == 2 * len(ann.RECHECK_BEAMS)
     assert [int(f[0]) for f in found[:3]] == [1, 2, 3]
-    again = search_scored(queries[3:], 5, beam=ann.RECHECK_BEAM)
+    again = search_scored(queries[3:], 5, beam=widest)
     for got, want in zip(found[3:], again[0], strict=True):
         assert got.tolist() == want.tolist()
     searches.clear()
     index.search_rechecked(queries[:3], 5, 0.99)
     assert searches == [(3, ann.BATCH_BEAM)]  # none far: one search
+
+    # a query whose neighbourhood the first wider beam finds is not searched again
+    searches.clear()
+
+    def near_from_128(
+        q: np.ndarray, count: int, *, beam: int = 0
+    ) -> tuple[list[ann.Keys], list[np.ndarray]]:
+        searches.append((q.shape[0], beam))
+        best = 0.995 if beam >= ann.RECHECK_BEAMS[0] else 0.5
+        return (
+            [np.array([7], dtype=np.uint64)] * q.shape[0],
+            [np.array([best], dtype=np.float32)] * q.shape[0],
+        )
+
+    monkeypatch.setattr(index, "search_scored", near_from_128)
+    index.search_rechecked(queries[3:], 5, 0.99)
+    assert searches == [(2, ann.BATCH_BEAM), (2, ann.RECHECK_BEAMS[0])]
 
 
 async def test_add_many_checks_again_the_items_that_found_no_neighbour(

@@ -114,7 +114,7 @@ EXPANSION_SEARCH_MIN = 64
 # 40 queries 0-2 were lost at 64 (recall@10 0.95-1.0 over builds; one lost query costs
 # 0.025). A 1M vector search took 0.98 / 1.00 / 1.32 ms p50 at 64 / 128 / 160
 # (interleaved, one process), so 128. add_many's batch search (dedup and links) has
-# its own beams (BATCH_BEAM, RECHECK_BEAM).
+# its own beams (BATCH_BEAM, RECHECK_BEAMS).
 EXPANSION_SEARCH_ROWS = 250_000
 # Below EXPANSION_SEARCH_ROWS the same rule shrinks a single search's beam, down to
 # EXPANSION_SEARCH_FLOOR (48 up to ~177k rows). At 100k rows, recall@10 against exact
@@ -125,7 +125,7 @@ EXPANSION_SEARCH_ROWS = 250_000
 # benchmark's hnswlib peer searches at 50.
 EXPANSION_SEARCH_FLOOR = 48
 # add_many's batch search (dedup and auto-links: `search_rechecked`) runs at BATCH_BEAM,
-# then searches again at RECHECK_BEAM the items whose best candidate is far (below the
+# then searches again at 256 the items whose best candidate is far (below the
 # link floor): a search caught in another cluster (above) finds only far rows. Against
 # the exact neighbours (a scan) of the scale benchmark's 2,000 adds, the share of link
 # sets equal to the exact ones was, at 100k / 1M: 0.998 / 0.948 at a beam of 64 alone
@@ -134,8 +134,12 @@ EXPANSION_SEARCH_FLOOR = 48
 # the items searched again), 0.9985 / 0.9965 at 64 then 256. CPU per item (3 rounds,
 # busy 2 cores) at 1M: ~660 us at 64, ~870 at 128, ~760 at 48 + 256, ~770 at 64 + 256;
 # at 100k ~250 at 64 and ~225 at 48 + 256. So 48, then 256.
+# Later the far items widen in steps, 128 and then 256 for those still far: of the 177
+# of 2,000 adds at 1M searched again, 165 found their neighbourhood at 128. The same
+# link sets as 48 then 256 (0.995 against a beam of 512), the batch search 187 -> 174
+# us an item (median of 3 interleaved rounds; 48, 96, 256: 176).
 BATCH_BEAM = 48
-RECHECK_BEAM = 256
+RECHECK_BEAMS = (128, 256)
 # How far a cosine from the graph's float16 rows can be from the exact one, for unit
 # vectors: each factor's rounding is at most 2**-11 of it (Cauchy-Schwarz bounds the
 # sum by 2 * 2**-11 ~ 1e-3); measured at most 4e-5 on the scale vectors.
@@ -360,17 +364,20 @@ class AnnIndex:
         self, queries: npt.NDArray[np.float32], count: int, below: float
     ) -> tuple[list[Keys], list[npt.NDArray[np.float32]]]:
         """`search_scored` at `BATCH_BEAM`, with the queries whose best candidate's
-        cosine is below `below` searched again at `RECHECK_BEAM`: an HNSW search that went down into
-        another cluster finds only far rows (`EXPANSION_SEARCH_ROWS`), and a far best
-        is how such a miss shows. A query with truly no near row pays a second search.
-        An exhaustive graph (`_exhaustive`) misses nothing and is not searched again."""
+        cosine is below `below` searched again at each wider beam of `RECHECK_BEAMS`
+        while it stays below: an HNSW search that went down into another cluster finds
+        only far rows (`EXPANSION_SEARCH_ROWS`), and a far best is how such a miss
+        shows. A query with truly no near row pays every search. An exhaustive graph
+        (`_exhaustive`) misses nothing and is not searched again."""
         found, scores = self.search_scored(queries, count, beam=BATCH_BEAM)
         if self._exhaustive():
             return found, scores
-        far = [j for j, s in enumerate(scores) if not s.size or float(s.max()) < below]
-        if far:
+        for beam in RECHECK_BEAMS:
+            far = [j for j, s in enumerate(scores) if not s.size or float(s.max()) < below]
+            if not far:
+                break
             self.rechecks += len(far)
-            again, rescored = self.search_scored(queries[far], count, beam=RECHECK_BEAM)
+            again, rescored = self.search_scored(queries[far], count, beam=beam)
             for j, keys, values in zip(far, again, rescored, strict=True):
                 found[j], scores[j] = keys, values
         return found, scores
