@@ -49,7 +49,7 @@ from tiered_memory.ports import SearchFilter, Vector
 from .ann import FLOAT16_ERROR
 from .file_memo import FileState
 from .memory_columns import EMBEDDING, ID, NAMES, TIER, columns
-from .sql import search_filter_sql
+from .sql import json_ints, search_filter_sql
 from .vectors import unit_rows
 
 # Each memory joined to its vector: memories without one are left out.
@@ -269,5 +269,5 @@ def _rows(
     cursor.row_factory = None
     return cursor.execute(
         f"{select} WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?{where}",
-        ("[" + ",".join(map(str, keys.tolist())) + "]", ns, *params),
+        (json_ints(keys.tolist()), ns, *params),
     ).fetchall()

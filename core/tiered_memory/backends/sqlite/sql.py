@@ -26,6 +26,12 @@ def json_list(values: Iterable[str]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
 
 
+def json_ints(values: Iterable[int]) -> str:
+    """`json_list` for integers (a search's candidate pks), joined directly: no
+    `json.dumps` pass over values that need no escaping."""
+    return "[" + ",".join(map(str, values)) + "]"
+
+
 IN_JSON = "IN (SELECT value FROM json_each(?))"
 
 

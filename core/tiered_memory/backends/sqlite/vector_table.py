@@ -44,7 +44,7 @@ from .database import SQLiteDatabase
 from .file_memo import FileMemo, FileState
 from .graph_candidates import GraphCandidates, shortlist
 from .locator import RowLocator
-from .sql import IN_JSON, json_list, metadata_sql, search_filter_sql
+from .sql import IN_JSON, json_ints, json_list, metadata_sql, search_filter_sql
 from .vectors import (
     FORGOTTEN,
     PINNED,
@@ -577,7 +577,7 @@ class VectorTable:
             f"SELECT m.pk, m.id, v.embedding FROM {_CACHE_FROM} "
             f"WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ? "
             f"AND +m.tier IN (SELECT value FROM json_each(?)){where}",
-            ("[" + ",".join(map(str, keys.tolist())) + "]", ns, json_list(parts), *params),
+            (json_ints(keys.tolist()), ns, json_list(parts), *params),
         ).fetchall()
         if not rows:
             return [], [], np.zeros((0, 1), dtype=np.float32)
@@ -914,7 +914,7 @@ class VectorTable:
         rows = conn.execute(
             "SELECT pk, id FROM memories WHERE pk IN (SELECT value FROM json_each(?)) "
             "AND +namespace = ? AND +tier IN (SELECT value FROM json_each(?))",
-            ("[" + ",".join(map(str, keys.tolist())) + "]", ns, json_list(parts)),
+            (json_ints(keys.tolist()), ns, json_list(parts)),
         ).fetchall()
         return {int(pk): str(memory_id) for pk, memory_id in rows}
 
