@@ -229,6 +229,45 @@ async def test_the_index_is_saved_on_close_and_loaded_on_open(
         await store.close()
 
 
+def _distance_to_double(index: ann.AnnIndex, row: np.ndarray) -> float:
+    """The graph's distance from a stored unit row to twice that row: 1 - 2 = -1 under
+    the inner product, 0 under the cosine metric."""
+    found = index._index.search(2 * row, 1, exact=True)
+    return float(np.asarray(found.distances).ravel()[0])
+
+
+async def test_the_graph_ranks_by_inner_product_even_one_saved_with_the_cosine(
+    tmp_path: Path,
+) -> None:
+    from usearch.index import Index, MetricKind
+
+    path = tmp_path / "a.db"
+    store = await _open(path)
+    await store.put_many(NS, _memories(300))
+    await _search(store, _queries()[0])
+    _index(store).fold()
+    _, rows = _index(store).contents()
+    assert _distance_to_double(_index(store), rows[0]) == pytest.approx(-1.0, abs=1e-2)
+    expected = [await _search(store, q) for q in _queries()]
+    await store.close()
+    saved = list((tmp_path / "a.db.ann").glob("*.usearch"))
+    assert saved
+    for file in saved:  # as an earlier release saved it: the same graph, the cosine
+        old = Index.restore(str(file), view=False)
+        old.metric = MetricKind.Cos
+        old.save(str(file))
+        assert _distance_to_double(ann.AnnIndex(old, 0, 0), rows[0]) == pytest.approx(0.0, abs=1e-2)
+    store = await _open(path)
+    try:
+        got = [await _search(store, q) for q in _queries()]
+        assert _distance_to_double(_index(store), rows[0]) == pytest.approx(-1.0, abs=1e-2)
+        assert [[i for i, _ in row] for row in got] == [[i for i, _ in row] for row in expected]
+        for row, want in zip(got, expected, strict=True):
+            assert np.allclose([s for _, s in row], [s for _, s in want], atol=1e-5)
+    finally:
+        await store.close()
+
+
 async def test_a_saved_index_older_than_the_file_catches_up(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     store = await _open(path)
