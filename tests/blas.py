@@ -9,10 +9,13 @@ from tiered_memory import clusters
 
 
 def blas_threads() -> int:
-    """The BLAS threads now (the most of any BLAS library loaded); skips the test
+    """The BLAS threads now (the most of the BLAS libraries `clusters` limits: those
+    loaded when it first looked, numpy's among them; a library loaded later for
+    another's own products, such as faiss's OpenBLAS, is not theirs); skips the test
     where threadpoolctl sees no BLAS library it can limit."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    pytest.importorskip("threadpoolctl")
+    controller = clusters.blas_controller()
+    blas = controller.select(user_api="blas").info() if controller is not None else []
     if not blas:
         pytest.skip("no BLAS library threadpoolctl can limit")
     return int(max(p["num_threads"] for p in blas))

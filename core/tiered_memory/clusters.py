@@ -51,7 +51,7 @@ def one_blas_thread() -> contextlib.AbstractContextManager[object]:
     0.43 ms on one: consolidation's 693 tiles at 1M memories took 3.1 s, 0.3 s on one
     thread, with the same products. The limit is the process's while any holder of it
     is inside (`_OneThread`)."""
-    if _blas_controller() is None:
+    if blas_controller() is None:
         return contextlib.nullcontext()
     return _ONE_THREAD.held()
 
@@ -74,7 +74,7 @@ class _OneThread:
     def held(self) -> Iterator[None]:
         with self._lock:
             if self._holders == 0:
-                self._limiter = _blas_controller().limit(limits=1, user_api="blas")
+                self._limiter = blas_controller().limit(limits=1, user_api="blas")
             self._holders += 1
         try:
             yield
@@ -104,9 +104,10 @@ _ONE_THREAD = _OneThread()
 
 
 @functools.cache
-def _blas_controller() -> Any:
-    """threadpoolctl's controller of the BLAS libraries loaded (once a process: finding
-    them reads the loaded libraries), or None without threadpoolctl."""
+def blas_controller() -> Any:
+    """threadpoolctl's controller of the BLAS libraries loaded when first asked (once a
+    process: finding them reads the loaded libraries), or None without threadpoolctl.
+    Libraries loaded later (faiss's own: `backends.sqlite.hnsw`) are left alone."""
     try:
         return importlib.import_module("threadpoolctl").ThreadpoolController()
     except Exception:  # not installed, or a platform it does not handle

@@ -16,7 +16,7 @@ import pytest
 from tests.ann_mirror import assert_mirrors
 from tests.blas import blas_threads_of
 from tests.sql_trace import traced
-from tiered_memory.backends.sqlite import ann, graph_candidates, vector_table
+from tiered_memory.backends.sqlite import ann, graph_candidates, hnsw, vector_table
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Memory, Tier
 from tiered_memory.ports import MemoryPatch, SearchFilter
@@ -27,7 +27,9 @@ DIM = 16
 EXACT = SearchFilter(exact=True)
 ANY = SearchFilter()
 
-pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+pytestmark = pytest.mark.skipif(
+    not ann.available(), reason="faiss (the ann extra) is not installed"
+)
 
 
 @pytest.fixture(autouse=True, params=["buffered", "folding"])
@@ -215,7 +217,7 @@ async def test_the_index_is_saved_on_close_and_loaded_on_open(
     expected = [await _search(store, q, filters=EXACT) for q in _queries()]
     await _search(store, _queries()[0])
     await store.close()
-    assert list((tmp_path / "a.db.ann").glob("*.usearch"))
+    assert list((tmp_path / "a.db.ann").glob("*.hnsw"))
 
     def no_build(dimension: int) -> ann.AnnIndex:
         raise AssertionError("the saved index should have been loaded")
@@ -229,41 +231,55 @@ async def test_the_index_is_saved_on_close_and_loaded_on_open(
         await store.close()
 
 
-def _distance_to_double(index: ann.AnnIndex, row: np.ndarray) -> float:
-    """The graph's distance from a stored unit row to twice that row: 1 - 2 = -1 under
-    the inner product, 0 under the cosine metric."""
-    found = index._index.search(2 * row, 1, exact=True)
-    return float(np.asarray(found.distances).ravel()[0])
-
-
-async def test_the_graph_ranks_by_inner_product_even_one_saved_with_the_cosine(
+async def test_a_graph_saved_by_the_library_before_is_built_again_and_dropped(
     tmp_path: Path,
 ) -> None:
-    from usearch.index import Index, MetricKind
-
+    """Stores saved their graphs with usearch before faiss: such a file is never read
+    (another format), the graph is built from the file instead, and the old file goes
+    with the namespace's next save."""
     path = tmp_path / "a.db"
     store = await _open(path)
     await store.put_many(NS, _memories(300))
-    await _search(store, _queries()[0])
-    _index(store).fold()
-    _, rows = _index(store).contents()
-    assert _distance_to_double(_index(store), rows[0]) == pytest.approx(-1.0, abs=1e-2)
-    expected = [await _search(store, q) for q in _queries()]
+    expected = [await _search(store, q, filters=EXACT) for q in _queries()]
     await store.close()
-    saved = list((tmp_path / "a.db.ann").glob("*.usearch"))
-    assert saved
-    for file in saved:  # as an earlier release saved it: the same graph, the cosine
-        old = Index.restore(str(file), view=False)
-        old.metric = MetricKind.Cos
-        old.save(str(file))
-        assert _distance_to_double(ann.AnnIndex(old, 0, 0), rows[0]) == pytest.approx(0.0, abs=1e-2)
+    folder = tmp_path / "a.db.ann"
+    folder.mkdir(exist_ok=True)
+    for saved in folder.iterdir():
+        saved.unlink()
+    old = folder / f"{ann.digest_of(NS)}.0.300.usearch"
+    old.write_bytes(b"usearch graph of an earlier release")
     store = await _open(path)
     try:
         got = [await _search(store, q) for q in _queries()]
-        assert _distance_to_double(_index(store), rows[0]) == pytest.approx(-1.0, abs=1e-2)
         assert [[i for i, _ in row] for row in got] == [[i for i, _ in row] for row in expected]
-        for row, want in zip(got, expected, strict=True):
-            assert np.allclose([s for _, s in row], [s for _, s in want], atol=1e-5)
+    finally:
+        await store.close()
+    assert not old.exists()
+    assert list(folder.glob("*.hnsw"))
+
+
+async def test_a_graph_mostly_of_removed_rows_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removed rows stay in a faiss graph as tombstones; once they outnumber the live
+    ones (and `REBUILD_REMOVED`), the catch-up starts a build over, and searches stay
+    those of a scan throughout."""
+    monkeypatch.setattr(ann, "REBUILD_REMOVED", 50)
+    store = await _open(tmp_path / "a.db")
+    try:
+        await _folded(store, _memories(300))
+        await store.delete_many(NS, [f"m{i:05d}" for i in range(0, 140)])
+        await _same_as_scan(store)
+        assert _index(store)._index.removed == 140  # fewer than the 160 live: kept
+        await store.delete_many(NS, [f"m{i:05d}" for i in range(140, 200)])
+        await _same_as_scan(store)
+        index = _index(store)
+        assert index._index.removed == 0
+        assert index.size == 100
+        index.fold()
+        assert index.graph_rows == 100
+        assert index.buffered == 0
+        await _same_as_scan(store)
     finally:
         await store.close()
 
@@ -312,7 +328,7 @@ async def test_clear_removes_the_saved_index(tmp_path: Path) -> None:
         await store.close()
         store = await _open(path)
         await store.clear(NS)
-        assert not list((tmp_path / "a.db.ann").glob("*.usearch"))
+        assert not list((tmp_path / "a.db.ann").glob("*.hnsw"))
         await store.put_many(NS, _memories(300, seed=11))
         await _same_as_scan(store)
     finally:
@@ -505,7 +521,7 @@ async def test_the_saved_file_holds_the_graph_and_the_buffer_is_read_again(
     await store.put_many(NS, _memories(50, start=1000, seed=8))
     await _search(store, _queries()[0])
     await store.close()
-    saved = list((tmp_path / "a.db.ann").glob("*.usearch"))
+    saved = list((tmp_path / "a.db.ann").glob("*.hnsw"))
     assert [p.name.split(".")[2] for p in saved] == ["300"]  # the graph's top pk
     store = await _open(path)
     try:
@@ -1054,7 +1070,7 @@ def test_a_batch_search_searches_its_far_queries_again_at_a_wider_beam(
     candidate is still below the floor (a search caught in another cluster finds only
     far rows), and answers those with the last search; a query whose best reaches the
     floor is not searched again."""
-    n = ann.EXHAUSTIVE_ROWS + 400  # a graph searched approximately, not scanned
+    n = hnsw.EXHAUSTIVE_ROWS + 400  # a graph searched approximately, not scanned
     rng = np.random.default_rng(3)
     rows = rng.normal(size=(n, DIM)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)

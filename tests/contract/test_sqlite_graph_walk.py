@@ -1,5 +1,5 @@
 """A big HNSW graph is walked on another thread (`VectorTable.walk_for`, `GraphWalk`):
-usearch releases the GIL while it walks, so the event loop goes on (a recall's lexical
+faiss releases the GIL while it walks, so the event loop goes on (a recall's lexical
 phase). The answers are those of a walk on the spot, and a write that lands while the
 walk runs is not missed: the walk stands only for the file it was prepared on.
 `WALK_OFF_LOOP_ROWS` is lowered so that test data takes that path."""
@@ -22,7 +22,9 @@ from tiered_memory.ports import SearchFilter
 
 NS = "walk"
 
-pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+pytestmark = pytest.mark.skipif(
+    not ann.available(), reason="faiss (the ann extra) is not installed"
+)
 
 
 def _memories(n: int, start: int = 0) -> list[Memory]:

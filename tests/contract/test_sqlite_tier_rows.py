@@ -107,7 +107,7 @@ class _GraphCalls:
         monkeypatch.setattr(ann.AnnIndex, "search_scored", counting)
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_an_empty_tier_is_not_searched_through_the_graph(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,7 +124,7 @@ async def test_an_empty_tier_is_not_searched_through_the_graph(
         await store.close()
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_a_small_share_of_the_graph_is_found_in_one_graph_search(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,7 +149,7 @@ async def test_a_small_share_of_the_graph_is_found_in_one_graph_search(
         await store.close()
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_a_tier_with_fewer_rows_than_the_graph_threshold_is_scanned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +177,7 @@ async def _swept(store: SQLiteMemoryStore, n: int = 900) -> None:
     await store.set_tier("a", cold, Tier.COLD, T0)
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_the_cold_phase_reuses_the_active_phase_graph_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,7 +201,7 @@ async def test_the_cold_phase_reuses_the_active_phase_graph_candidates(
         await store.close()
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_kept_graph_candidates_are_forgotten_after_a_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,7 +227,7 @@ async def test_kept_graph_candidates_are_forgotten_after_a_write(
         await store.close()
 
 
-@pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+@pytest.mark.skipif(not ann.available(), reason="faiss (the ann extra) is not installed")
 async def test_the_first_search_decides_on_the_graph_from_the_kept_counts(tmp_path: Path) -> None:
     """Whether a namespace is large enough for the graph is read from `tier_rows`:
     counting its rows at the first search after opening read a 48 MB index at 1M

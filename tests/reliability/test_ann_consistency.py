@@ -5,7 +5,7 @@ holds is the file's live vectors, each once and no other, and it answers every v
 search as an exact scan does. `ann_child.py` runs with a tiny `ann_min_rows`, so every
 search and every save goes through the index.
 
-The searches here read the graph exhaustively (`EXHAUSTIVE_ROWS`): the children write
+The searches here read the graph exhaustively (`hnsw.EXHAUSTIVE_ROWS`): the children write
 thousands of rows, past which the graph is searched approximately and may miss a
 top-5 row now and then (CI once did, at about 5k rows); a consistency test must tell a
 row the index lost from one the HNSW search skipped. The benchmark measures recall."""
@@ -25,14 +25,16 @@ import numpy as np
 import pytest
 
 from tests.ann_mirror import assert_mirrors
-from tiered_memory.backends.sqlite import ann
+from tiered_memory.backends.sqlite import ann, hnsw
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
 from tiered_memory.models import LIVE_TIERS, Tier
 from tiered_memory.ports import SearchFilter
 
 from .ann_child import DIM, MIN_ROWS, NS
 
-pytestmark = pytest.mark.skipif(not ann.available(), reason="usearch is not installed")
+pytestmark = pytest.mark.skipif(
+    not ann.available(), reason="faiss (the ann extra) is not installed"
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,7 +59,7 @@ def _log_pruned(db: Path) -> bool:
 
 
 async def _answers_as_a_scan(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ann, "EXHAUSTIVE_ROWS", 1 << 30)
+    monkeypatch.setattr(hnsw, "EXHAUSTIVE_ROWS", 1 << 30)
     store = await SQLiteMemoryStore.open(db, ann_min_rows=MIN_ROWS)
     try:
         queries = np.random.default_rng(3).normal(size=(25, DIM)).astype(np.float32)
@@ -87,7 +89,7 @@ async def test_killed_writers_leave_an_index_the_next_open_catches_up(
         child.send_signal(signal.SIGKILL)
         child.wait()
         await _answers_as_a_scan(db, monkeypatch)
-    assert list((tmp_path / "crash.db.ann").glob("*.usearch"))  # saves happened
+    assert list((tmp_path / "crash.db.ann").glob("*.hnsw"))  # saves happened
     assert _log_pruned(db)  # and checkpoints pruned the delete log under the others
 
 

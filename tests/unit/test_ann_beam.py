@@ -1,11 +1,10 @@
 """The beam of the HNSW graph's searches (`backends.sqlite.ann`): a single search of a
 large graph widens it (at 1M rows a beam of 64 lost whole queries: recall@10 0.95-1.0
 over builds); add_many's batch search keeps the beam it had. A stand-in graph records
-what each search asked usearch for, so no million-row build is needed."""
+what each search asked the graph for, so no million-row build is needed."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -15,36 +14,29 @@ from tiered_memory.backends.sqlite import ann
 
 
 class _Graph:
-    """Stands for a usearch index of `rows` rows: records each search's beam (and
-    threads), and answers with `count` made-up keys."""
+    """Stands for a `hnsw.Graph` of `rows` rows: records each search's beam, and answers
+    with `count` made-up keys."""
 
-    ndim = 4
+    dimension = 4
+    exhaustive = False
 
     def __init__(self, rows: int) -> None:
         self.rows = rows
-        self.expansion_search = 0
-        self.calls: list[tuple[int, int]] = []
+        self.calls: list[int] = []
 
     def __len__(self) -> int:
         return self.rows
 
-    def search(self, queries: Any, count: int, *, exact: bool = False, threads: int = 0) -> Any:
-        self.calls.append((self.expansion_search, threads))
+    def search(self, queries: Any, count: int, beam: int) -> Any:
+        self.calls.append(beam)
         n = queries.shape[0]
-        keys = np.arange(1, count + 1, dtype=np.uint64)
-        distances = np.zeros(count, dtype=np.float32)
-        if n == 1:  # usearch's `Matches`: one query's found rows, no counts
-            return SimpleNamespace(keys=keys, distances=distances)
-        return SimpleNamespace(
-            keys=np.tile(keys, (n, 1)),
-            distances=np.tile(distances, (n, 1)),
-            counts=np.full(n, count),
-        )
+        keys = np.tile(np.arange(1, count + 1, dtype=np.uint64), (n, 1))
+        return keys, np.zeros((n, count), dtype=np.float32), np.full(n, count)
 
 
-def _searched(rows: int, queries: int, count: int = 20) -> tuple[int, int]:
+def _searched(rows: int, queries: int, count: int = 20) -> int:
     graph = _Graph(rows)
-    index = ann.AnnIndex(graph, 0, rows)
+    index = ann.AnnIndex(graph, 0, rows)  # type: ignore[arg-type]
     units = np.eye(queries, 4, dtype=np.float32)
     keys, _ = index.search_scored(units, count)
     assert [k.size for k in keys] == [count] * queries
@@ -59,16 +51,16 @@ def _searched(rows: int, queries: int, count: int = 20) -> tuple[int, int]:
 def test_a_single_search_s_beam_grows_with_the_graph(rows: int, beam: int) -> None:
     """The benchmark's 100k graph needs no more than 48 for recall@10 0.99+; 1M needs
     128 (whole queries were lost at 64)."""
-    assert _searched(rows, 1) == (beam, 0)
+    assert _searched(rows, 1) == beam
 
 
 def test_a_single_search_asks_for_at_least_its_candidates() -> None:
-    assert _searched(1_000_000, 1, count=300) == (300, 0)
+    assert _searched(1_000_000, 1, count=300) == 300
 
 
-def test_the_batch_search_keeps_its_beam_and_threads_at_any_size() -> None:
-    assert _searched(1_000_000, 3) == (ann.EXPANSION_SEARCH_MIN, 0)
-    assert _searched(100_000, 3) == (ann.EXPANSION_SEARCH_MIN, 0)
+def test_the_batch_search_keeps_its_beam_at_any_size() -> None:
+    assert _searched(1_000_000, 3) == ann.EXPANSION_SEARCH_MIN
+    assert _searched(100_000, 3) == ann.EXPANSION_SEARCH_MIN
 
 
 def test_the_beam_grows_by_half_per_doubling_of_the_graph() -> None:

@@ -46,7 +46,7 @@ instead of blocking that search on the whole build; searches meanwhile cost a sc
 what is not folded yet plus a wait of one fold step at most. Building incrementally
 this way needs no second code path: the build is a fold of a full buffer.
 
-Persistence: the graph is saved as `<digest>.<seq>.<top>.usearch` in the folder
+Persistence: the graph is saved as `<digest>.<seq>.<top>.hnsw` in the folder
 `<database>.ann`; the state it holds is in its name, so a file is never paired with the
 wrong state, a save is atomic (a temporary file renamed) and a crash leaves the previous
 file, which the catch-up brings forward. Opening a namespace loads the newest file
@@ -83,6 +83,8 @@ import numpy.typing as npt
 from tiered_memory import clusters
 from tiered_memory.ports import Vector
 
+from . import hnsw
+from .hnsw import Graph
 from .vectors import unit_rows
 
 log = logging.getLogger(__name__)
@@ -90,18 +92,9 @@ log = logging.getLogger(__name__)
 # A namespace with at least this many live vectors is searched through the HNSW index;
 # smaller ones stay exact (a scan of 20k rows takes about 2 ms, an exact answer).
 ANN_MIN_ROWS = 20_000
-# The graph's metric: the inner product of its rows, which are unit vectors (as every
-# query is), so it ranks as the cosine and gives the same 1 - cosine within the float16
-# rounding (`FLOAT16_ERROR` bounds both). usearch's cosine metric computes both norms
-# again in every distance: at 100k rows a k = 10 search at a beam of 48 took 158 / 200
-# us p50 / p95 with it and 130 / 168 with the inner product, at the same recall@10
-# (0.9988; the same graph, the metric switched back and forth in one process). Graphs
-# saved with the cosine metric (before) load with this one: the graph is the same.
-METRIC = "ip"
 # HNSW parameters, tuned on the scale benchmark's clustered 384-d vectors: recall@10
-# against exact cosine >= 0.98 (`benchmarks/scale.py` measures it).
-CONNECTIVITY = 16
-EXPANSION_ADD = 128
+# against exact cosine >= 0.98 (`benchmarks/scale.py` measures it). The graph's own
+# (links, insert beam, the size scanned instead) are in `hnsw`.
 EXPANSION_SEARCH = 128
 # The beam of a search: the candidates asked for, and at least EXPANSION_SEARCH_MIN.
 # Measured on the scale benchmark's 384-d vectors (`benchmarks/scale.py`), top-10 recall
@@ -152,7 +145,6 @@ RECHECK_BEAMS = (128, 256)
 # vectors: each factor's rounding is at most 2**-11 of it (Cauchy-Schwarz bounds the
 # sum by 2 * 2**-11 ~ 1e-3); measured at most 4e-5 on the scale vectors.
 FLOAT16_ERROR = 1.5e-3
-EXHAUSTIVE_ROWS = 4096  # at most this many rows: an exact scan of the graph's rows
 # Saved again once this share of its rows was added since the last save (and on close):
 # the writes of saves stay a small multiple of the final size.
 _SAVE_GROWTH = 0.25
@@ -163,15 +155,22 @@ _READ_BATCH = 20_000  # rows read from SQLite per step of a catch-up
 # twice as long on 2 busy cores (each product wakes BLAS's threads again).
 _SCORES_BLOCK = 1 << 22
 # The buffer (module docstring) is folded into the graph in the background once it
-# holds FOLD_ROWS rows, FOLD_CHUNK rows per locked step with FOLD_THREADS usearch
-# workers (0: every core; usearch releases the GIL while it inserts). A search waits
+# holds FOLD_ROWS rows, FOLD_CHUNK rows per locked step (faiss inserts on every core,
+# without the GIL). A search waits
 # for one step at most (16 rows: about 10-30 ms on 2 busy cores): after each step the
 # folder lets a waiting search take the lock first (a lock is not fair: the folder took
 # it again at once and searches waited for many steps).
 FOLD_ROWS = 10_000
+# A graph holding more removed rows than live ones, and at least this many, is built
+# again (`AnnIndex._restart`): a few removals cost a search little, a majority of them
+# its time and the graph's memory.
+REBUILD_REMOVED = 10_000
 FOLD_CHUNK = 16
-FOLD_THREADS = 0
 _HANDOFF_POLL = 0.0002  # seconds between the folder's looks at a waiting search
+_SUFFIX = "hnsw"  # a saved graph's file name: <digest>.<seq>.<top>.hnsw
+# The graphs of the HNSW library before faiss (usearch): never loaded (the graph is
+# built again from the file), deleted with the namespace's next save.
+_OLD_SUFFIX = "usearch"
 
 SCHEMA = [
     # One row per deleted vector, in deletion order (`seq`); read by the catch-up.
@@ -189,12 +188,8 @@ Keys = npt.NDArray[np.uint64]
 
 
 def available() -> bool:
-    """Whether the HNSW library (usearch, the `ann` extra) is importable."""
-    try:
-        import usearch.index  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the HNSW library (faiss-cpu, the `ann` extra) is importable."""
+    return hnsw.available()
 
 
 def log_state(conn: sqlite3.Connection) -> tuple[int, int, int]:
@@ -244,7 +239,7 @@ class AnnIndex:
     the graph and takes the buffer, so a row moving from one to the other is seen once.
     """
 
-    def __init__(self, index: Any, seq: int, top: int, *, saved: bool = False) -> None:
+    def __init__(self, index: Graph, seq: int, top: int, *, saved: bool = False) -> None:
         self._index = index
         self.seq = seq  # the last delete-log entry applied (to graph and buffer)
         self.top = top  # the graph's largest key (pk); 0 when empty
@@ -253,7 +248,7 @@ class AnnIndex:
         self.graph_rows = len(index)
         self.saved_size = self.graph_rows if saved else -1  # graph rows at the last save
         self.changed = False  # the graph differs from the newest file
-        dim = int(index.ndim)
+        dim = index.dimension
         # The buffer: the live rows above `top`, ascending pks, unit float32 rows.
         self._keys: Keys = np.zeros(0, dtype=np.uint64)
         self._rows: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
@@ -266,17 +261,7 @@ class AnnIndex:
 
     @classmethod
     def empty(cls, dimension: int) -> AnnIndex:
-        from usearch.index import Index
-
-        index = Index(
-            ndim=dimension,
-            metric=METRIC,
-            dtype="f16",
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-            expansion_search=EXPANSION_SEARCH,
-        )
-        return cls(index, 0, 0)
+        return cls(Graph.empty(dimension), 0, 0)
 
     @property
     def size(self) -> int:
@@ -289,15 +274,15 @@ class AnnIndex:
 
     @property
     def dimension(self) -> int:
-        return int(self._index.ndim)
+        return self._index.dimension
 
     def _exhaustive(self) -> bool:
-        """A graph of a few thousand rows is scanned instead (usearch's exact search over
-        the same float16 rows): as fast at that size, and never misses a row. A
-        namespace shrunk below `ANN_MIN_ROWS` keeps its graph, and with a tiny threshold
-        (the consistency tests) a multithreaded build of a few hundred rows missed a
-        top-5 row in about one search of 100."""
-        return self.graph_rows <= EXHAUSTIVE_ROWS
+        """A graph of a few thousand rows is scanned instead (`hnsw.EXHAUSTIVE_ROWS`): as
+        fast at that size, and never misses a row. A namespace shrunk below
+        `ANN_MIN_ROWS` keeps its graph, and with a tiny threshold (the consistency
+        tests) a multithreaded build of a few hundred rows missed a top-5 row in about
+        one search of 100."""
+        return self._index.exhaustive
 
     # -- searching --------------------------------------------------------------------
 
@@ -321,26 +306,17 @@ class AnnIndex:
             if self.graph_rows:
                 # one query: a beam for the graph's size (EXPANSION_SEARCH_ROWS)
                 size = self.graph_rows if n == 1 else 0
-                self._index.expansion_search = max(count, beam) if beam else _expansion(count, size)
-                found = self._index.search(queries, count, exact=self._exhaustive())
-                graph_keys = np.asarray(found.keys, dtype=np.uint64).reshape(n, -1)
-                distances = np.asarray(found.distances, dtype=np.float32).reshape(n, -1)
-                # one query: a `Matches` of its found rows only; several: padded rows
-                counts = np.asarray(
-                    getattr(found, "counts", [graph_keys.shape[1]]), dtype=np.int64
-                ).reshape(n)
+                width = max(count, beam) if beam else _expansion(count, size)
+                graph_keys, graph_scores, counts = self._index.search(queries, count, width)
             else:
                 graph_keys = np.zeros((n, 0), dtype=np.uint64)
-                distances = np.zeros((n, 0), dtype=np.float32)
+                graph_scores = np.zeros((n, 0), dtype=np.float32)
                 counts = np.zeros(n, dtype=np.int64)
             keys, rows = self._keys, self._rows  # replaced, never changed in place
         if n == 1 and not keys.size:
             # one query and nothing buffered (a settled store's every search): its
             # found rows as they are, without the padding masks of a batch (~30 us)
-            return [graph_keys[0, : int(counts[0])]], [1.0 - distances[0, : int(counts[0])]]
-        found_rows = np.arange(graph_keys.shape[1])[None, :] < counts[:, None]
-        graph_scores = np.full(distances.shape, -np.inf, dtype=np.float32)
-        graph_scores[found_rows] = 1.0 - distances[found_rows]  # the rest is padding
+            return [graph_keys[0, : int(counts[0])]], [graph_scores[0, : int(counts[0])]]
         if not keys.size:
             return (
                 [graph_keys[i, : int(counts[i])] for i in range(n)],
@@ -397,16 +373,8 @@ class AnnIndex:
         at 1M memories cost 1-2 ms, most of it first touches of pages spread over
         its 2 GB of vectors."""
         with self._searching():
-            in_graph = (
-                keys[np.asarray(self._index.contains(keys), dtype=np.bool_)]
-                if keys.size and self.graph_rows
-                else keys[:0]
-            )
-            graph_rows = (
-                np.stack(self._index.get(in_graph, dtype=np.float32)).astype(np.float32)
-                if in_graph.size
-                else np.zeros((0, self.dimension), dtype=np.float32)
-            )
+            in_graph = keys[self._index.contains(keys)] if keys.size else keys[:0]
+            graph_rows = self._index.get(in_graph)
             buffered, rows = self._keys, self._rows  # replaced, never changed in place
         at = np.searchsorted(buffered, keys)
         held = at < buffered.size
@@ -432,14 +400,8 @@ class AnnIndex:
         """Every key the index holds (graph, then buffer) with its stored unit row: what
         a check that the index mirrors the file compares (the graph's rows are float16)."""
         with self._searching():
-            graph_keys = np.asarray(self._index.keys, dtype=np.uint64)
-            graph_rows = (
-                np.asarray(self._index.get(graph_keys), dtype=np.float32).reshape(
-                    graph_keys.size, self.dimension
-                )
-                if graph_keys.size
-                else np.zeros((0, self.dimension), dtype=np.float32)
-            )
+            graph_keys = self._index.keys()
+            graph_rows = self._index.get(graph_keys)
             keys, rows = self._keys, self._rows
         return np.concatenate([graph_keys, keys]), np.concatenate([graph_rows, rows])
 
@@ -461,11 +423,24 @@ class AnnIndex:
                 added = self._buffer_rows(conn, ns, 0, state[1])
             else:
                 self._apply_deletes(conn, state[0])
+                if self._index.removed > max(self.graph_rows, REBUILD_REMOVED):
+                    self._restart()
                 added = self._buffer_rows(conn, ns, self.high, state[1])
             self.seq, self.seen = state[0], state
         if self._keys.size >= FOLD_ROWS:
             self.start_folding()
         return added
+
+    def _restart(self) -> None:
+        """Start a build over (an empty graph; every row read into the buffer by the
+        catch-up, folded in the background): the graph holds more removed rows than
+        live ones (`hnsw.Graph.remove` leaves them in as tombstones), which cost every
+        search their visits and the graph their memory."""
+        self._index = Graph.empty(self.dimension)
+        self.top = self.high = self.graph_rows = 0
+        self._keys = np.zeros(0, dtype=np.uint64)
+        self._rows = np.zeros((0, self.dimension), dtype=np.float32)
+        self.changed = True
 
     def _apply_deletes(self, conn: sqlite3.Connection, last: int) -> None:
         deleted = np.fromiter(
@@ -482,15 +457,13 @@ class AnnIndex:
             return
         in_graph = deleted[deleted <= np.uint64(self.top)]
         if in_graph.size:
-            present = in_graph[np.asarray(self._index.contains(in_graph), dtype=np.bool_)]
-            if present.size:
-                self._index.remove(present)
+            if self._index.remove(in_graph):
                 self.graph_rows = len(self._index)
                 self.changed = True
             if np.any(in_graph == np.uint64(self.top)):
                 # `top` must be a key that still exists (module docstring): the largest left
-                graph_keys = np.asarray(self._index.keys, dtype=np.uint64)
-                self.top = int(graph_keys.max()) if graph_keys.size else 0
+                graph_keys = self._index.keys()
+                self.top = int(graph_keys[-1]) if graph_keys.size else 0
         if self._keys.size:
             keep = ~np.isin(self._keys, deleted)
             if not keep.all():
@@ -556,7 +529,7 @@ class AnnIndex:
             if n == 0:
                 return 0
             keys, rows = self._keys[:n], self._rows[:n]
-            self._index.add(keys, rows, threads=FOLD_THREADS)
+            self._index.add(keys, rows)
             self._keys, self._rows = self._keys[n:], self._rows[n:]
             self.top = int(keys[-1])  # ascending, and above every key of the graph
             self.graph_rows = len(self._index)
@@ -615,7 +588,7 @@ class AnnIndex:
         fd, tmp = tempfile.mkstemp(prefix=f".{digest}.", suffix=".tmp", dir=folder)
         os.close(fd)
         with self._searching():
-            final = folder / f"{digest}.{self.seq}.{self.top}.usearch"
+            final = folder / f"{digest}.{self.seq}.{self.top}.{_SUFFIX}"
             try:
                 self._index.save(tmp)
                 os.replace(tmp, final)
@@ -625,10 +598,10 @@ class AnnIndex:
                 raise
             self.saved_size = self.graph_rows
             self.changed = False
-        for old in _saved(folder, digest):
-            if old.path != final:
-                with contextlib.suppress(OSError):  # another process may hold it (Windows)
-                    old.path.unlink()
+        stale = [old.path for old in _saved(folder, digest) if old.path != final]
+        for path in [*stale, *folder.glob(f"{digest}.*.{_OLD_SUFFIX}")]:
+            with contextlib.suppress(OSError):  # another process may hold it (Windows)
+                path.unlink()
 
     def wants_save(self) -> bool:
         """Saved again once the graph grew by a share of its rows since the last save."""
@@ -647,21 +620,18 @@ class AnnIndex:
         """The newest saved index of a namespace, or None (none, unreadable, another
         dimension, a state this file never reached: a copy of another history, or one
         older than the pruned log: it could not catch up)."""
-        from usearch.index import Index
-
         last_seq, _, horizon = state
         for saved in sorted(_saved(folder, digest), key=lambda s: (s.seq, s.top), reverse=True):
             if saved.seq > last_seq or saved.seq < horizon:
                 continue
             try:
-                index = Index.restore(str(saved.path), view=False)
-            except (RuntimeError, ValueError, OSError) as e:
+                graph = Graph.load(saved.path)
+            except (RuntimeError, ValueError, OSError, EOFError) as e:
                 log.warning("tiered-memory: ignoring unreadable vector index %s: %s", saved.path, e)
                 continue
-            if index is None or int(index.ndim) != dimension:
+            if graph.dimension != dimension:
                 continue
-            index.metric = METRIC  # a file saved with the cosine metric (METRIC)
-            return cls(index, saved.seq, saved.top, saved=True)
+            return cls(graph, saved.seq, saved.top, saved=True)
         return None
 
 
@@ -701,7 +671,7 @@ def _saved(folder: Path, digest: str) -> list[_Saved]:
     out: list[_Saved] = []
     if not folder.is_dir():
         return out
-    for path in folder.glob(f"{digest}.*.*.usearch"):
+    for path in folder.glob(f"{digest}.*.*.{_SUFFIX}"):
         parts = path.name.split(".")
         if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
             out.append(_Saved(parts[0], int(parts[1]), int(parts[2]), path))
@@ -712,6 +682,7 @@ def remove_files(folder: Path, digest: str | None = None) -> None:
     """Delete the saved indexes of one namespace (of all with None)."""
     if not folder.is_dir():
         return
-    for path in folder.glob(f"{digest or '*'}.*.usearch"):
-        with contextlib.suppress(OSError):
-            path.unlink()
+    for suffix in (_SUFFIX, _OLD_SUFFIX):
+        for path in folder.glob(f"{digest or '*'}.*.{suffix}"):
+            with contextlib.suppress(OSError):
+                path.unlink()

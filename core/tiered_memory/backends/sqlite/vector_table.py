@@ -79,7 +79,7 @@ _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the score
 _ANN_EXTRA = 10
 _ANN_MAX_FETCH = 4096
 # A graph search of an index this big runs on another thread while the event loop goes
-# on (`walk_for`): usearch releases the GIL while it walks, and a recall has its lexical
+# on (`walk_for`): faiss releases the GIL while it walks, and a recall has its lexical
 # phase to do meanwhile. At 1M rows a recall's walk (84 candidates, beam 128) took
 # ~0.9 ms, and a hop to a thread and back ~0.07; at 100k the walk (beam 48) is ~0.3 ms,
 # and a vector search alone (nothing to overlap) would pay the hop: 250k is where
