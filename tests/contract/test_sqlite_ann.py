@@ -1179,3 +1179,25 @@ async def test_add_many_asks_for_exact_cosines_only_where_a_duplicate_is_decided
         assert asked == [(False, threshold)]
     finally:
         await mem.close()
+
+
+async def test_a_build_folds_in_larger_steps_than_the_steady_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """faiss inserts a batch on several threads only above 100 rows: while the buffer
+    is a build's (`FOLD_BUILD_ROWS` or more), a step folds `FOLD_BUILD_CHUNK` rows;
+    below it, `FOLD_CHUNK`, so a search waits for a short step at most."""
+    monkeypatch.setattr(ann, "FOLD_ROWS", 10**9)  # no background fold: steps by hand
+    monkeypatch.setattr(ann, "FOLD_BUILD_ROWS", 200)
+    monkeypatch.setattr(ann, "FOLD_BUILD_CHUNK", 64)
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+        await _search(store, _queries()[0])
+        index = _index(store)
+        assert index.buffered == 300
+        assert [index.fold_step() for _ in range(4)] == [64, 64, ann.FOLD_CHUNK, ann.FOLD_CHUNK]
+        assert index.graph_rows == 128 + 2 * ann.FOLD_CHUNK
+        await _same_as_scan(store)
+    finally:
+        await store.close()

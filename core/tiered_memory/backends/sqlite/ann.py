@@ -155,17 +155,25 @@ _READ_BATCH = 20_000  # rows read from SQLite per step of a catch-up
 # twice as long on 2 busy cores (each product wakes BLAS's threads again).
 _SCORES_BLOCK = 1 << 22
 # The buffer (module docstring) is folded into the graph in the background once it
-# holds FOLD_ROWS rows, FOLD_CHUNK rows per locked step (faiss inserts on every core,
-# without the GIL). A search waits
-# for one step at most (16 rows: about 10-30 ms on 2 busy cores): after each step the
-# folder lets a waiting search take the lock first (a lock is not fair: the folder took
-# it again at once and searches waited for many steps).
+# holds FOLD_ROWS rows, FOLD_CHUNK rows per locked step (faiss inserts without the
+# GIL). A search waits for one step at most: after each step the folder lets a waiting
+# search take the lock first (a lock is not fair: the folder took it again at once and
+# searches waited for many steps).
 FOLD_ROWS = 10_000
+FOLD_CHUNK = 16
+# A build (a buffer of FOLD_BUILD_ROWS rows or more: a first search after a bulk load, a
+# restart) folds FOLD_BUILD_CHUNK rows a step: faiss inserts a batch on every core only
+# above 100 rows (`hnsw_add_vertices`), and each call allocates a visited table of the
+# graph's size, so 16-row steps built a 1M graph on one core. A search then waits for
+# up to one step of ~256 inserts (tens of ms on 2 cores) while it scans at least as
+# many unfolded rows exactly (`FOLD_BUILD_ROWS`: ~5 ms and more); in the steady state
+# (10k rows buffered) the steps stay small.
+FOLD_BUILD_ROWS = 100_000
+FOLD_BUILD_CHUNK = 256
 # A graph holding more removed rows than live ones, and at least this many, is built
 # again (`AnnIndex._restart`): a few removals cost a search little, a majority of them
 # its time and the graph's memory.
 REBUILD_REMOVED = 10_000
-FOLD_CHUNK = 16
 _HANDOFF_POLL = 0.0002  # seconds between the folder's looks at a waiting search
 _SUFFIX = "hnsw"  # a saved graph's file name: <digest>.<seq>.<top>.hnsw
 # The graphs of the HNSW library before faiss (usearch): never loaded (the graph is
@@ -522,10 +530,13 @@ class AnnIndex:
     # -- folding the buffer into the graph --------------------------------------------
 
     def fold_step(self, limit: int = 0) -> int:
-        """Move the buffer's lowest `limit` rows (`FOLD_CHUNK` by default) into the
-        graph; returns how many moved. Searches wait for one step at most."""
+        """Move the buffer's lowest `limit` rows (by default `FOLD_CHUNK`, or
+        `FOLD_BUILD_CHUNK` while a build's buffer is large) into the graph; returns how
+        many moved. Searches wait for one step at most."""
         with self._lock:
-            n = min(limit or FOLD_CHUNK, int(self._keys.size))
+            buffered = int(self._keys.size)
+            chunk = FOLD_BUILD_CHUNK if buffered >= FOLD_BUILD_ROWS else FOLD_CHUNK
+            n = min(limit or chunk, buffered)
             if n == 0:
                 return 0
             keys, rows = self._keys[:n], self._rows[:n]
