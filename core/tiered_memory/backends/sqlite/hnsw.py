@@ -21,7 +21,7 @@ What faiss lacks, and how it is made up for:
   as a path between its neighbours (as usearch and hnswlib also keep theirs) and is
   left out of answers by a bitmap of the live positions (`IDSelectorBitmap`), passed
   only while some row is removed. A graph whose removed rows outnumber its live ones is
-  rebuilt (`AnnIndex` starts a build: `wants_rebuild`).
+  rebuilt (`AnnIndex._restart` starts a build).
 - Exactness of a small graph: a graph of at most `EXHAUSTIVE_ROWS` rows is scanned
   (its float16 rows decoded, one product), as fast at that size and never missing a row.
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import io
 import os
 from pathlib import Path
 from typing import Any
@@ -255,6 +254,7 @@ class Graph:
         self._bitmap = None
 
     def _scan(self, queries: Rows, count: int) -> tuple[Keys, Rows, npt.NDArray[np.int64]]:
+        """`search` of a small graph (`exhaustive`): every live row scored exactly."""
         n = queries.shape[0]
         keys = np.zeros((n, count), dtype=np.uint64)
         scores = np.full((n, count), -np.inf, dtype=np.float32)
@@ -266,8 +266,11 @@ class Graph:
         products = queries @ rows.T
         take = min(count, int(live.size))
         for i in range(n):
-            best = np.argpartition(-products[i], take - 1)[:take] if take < live.size else None
-            chosen = np.arange(live.size) if best is None else best
+            chosen = (
+                np.argpartition(-products[i], take - 1)[:take]
+                if take < live.size
+                else np.arange(live.size)
+            )
             order = chosen[np.argsort(-products[i, chosen], kind="stable")]
             keys[i, :take] = self._keys[live[order]]
             scores[i, :take] = products[i, order]
@@ -289,7 +292,7 @@ class Graph:
     def load(cls, path: Path) -> Graph:
         """The graph `save` wrote; ValueError for a file it did not write."""
         faiss = _faiss()
-        with open(path, "rb", buffering=io.DEFAULT_BUFFER_SIZE) as f:
+        with open(path, "rb") as f:
             if f.read(len(_MAGIC)) != _MAGIC:
                 raise ValueError("not a saved graph")
             keys = np.load(f, allow_pickle=False)
