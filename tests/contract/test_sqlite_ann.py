@@ -630,6 +630,46 @@ async def test_an_index_behind_the_pruned_log_reloads_the_saved_file(tmp_path: P
         await behind.close()
 
 
+async def test_a_log_pruned_between_the_check_and_the_catch_up_reloads_the_saved_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process may prune the delete log after an index checked it had not
+    missed anything (`AnnIndex.missed`) and before it read the entries: reading only
+    what was left, it kept rows deleted meanwhile and saved them as live (the
+    concurrent writers of tests/reliability, about one run in fifteen on 2 busy
+    cores). The catch-up reads the log's start with the entries, in one statement."""
+    path = tmp_path / "a.db"
+    behind = await _open(path)
+    try:
+        await behind.put_many(NS, _memories(300))
+        await _search(behind, _queries()[0])  # its index has applied no deletion
+        other = await _open(path)
+        await other.delete_many(NS, [f"m{i:05d}" for i in range(280, 300)])
+        await other.put_many(NS, _memories(10, start=5000, seed=7))  # reused pks
+        await _search(other, _queries()[0])
+        await other.close()  # saves its index: seq 20
+        real = ann.log_state
+        pruned: list[int] = []
+
+        def state_then_pruned(conn: sqlite3.Connection) -> tuple[int, int, int]:
+            state = real(conn)
+            if not pruned:  # once: the pruner commits right after the check
+                with sqlite3.connect(path) as pruner:
+                    pruned.append(
+                        pruner.execute("DELETE FROM vector_deletes WHERE seq <= 19").rowcount
+                    )
+            return state
+
+        monkeypatch.setattr(ann, "log_state", state_then_pruned)
+        await _search(behind, _queries()[1])
+        assert pruned == [19]
+        assert _log_rows(path) == [20]
+        await _same_as_scan(behind)
+        _mirrors_the_file(behind, path)  # no deleted row, no old vector of a reused pk
+    finally:
+        await behind.close()
+
+
 async def test_cosines_of_the_graph_s_candidates_come_without_reading_the_file(
     tmp_path: Path,
 ) -> None:

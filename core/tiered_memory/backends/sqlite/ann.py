@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import math
 import os
@@ -193,6 +194,12 @@ SCHEMA = [
 ]
 
 Keys = npt.NDArray[np.uint64]
+
+
+class LogPruned(Exception):
+    """The delete log no longer holds every entry an index has yet to apply: another
+    process pruned it while this one caught up. The index cannot catch up; the newest
+    saved one (whose entries `prune_log` keeps) replaces it."""
 
 
 def available() -> bool:
@@ -451,16 +458,19 @@ class AnnIndex:
         self.changed = True
 
     def _apply_deletes(self, conn: sqlite3.Connection, last: int) -> None:
-        deleted = np.fromiter(
-            (
-                row[0]
-                for row in conn.execute(
-                    "SELECT DISTINCT pk FROM vector_deletes WHERE seq > ? AND seq <= ?",
-                    (self.seq, last),
-                )
-            ),
-            dtype=np.uint64,
-        )
+        """Remove the pks logged after `seq` up to `last`. The log's start is read in the
+        same statement (one snapshot): another process may prune it after `missed` was
+        checked, and reading only the entries left lost the deletions before them, so
+        deleted rows stayed live and were saved so (`LogPruned`)."""
+        horizon, pks = conn.execute(
+            "SELECT (SELECT coalesce(min(seq), 1) - 1 FROM vector_deletes), "
+            "(SELECT json_group_array(DISTINCT pk) FROM vector_deletes "
+            "WHERE seq > ? AND seq <= ?)",
+            (self.seq, last),
+        ).fetchone()
+        if int(horizon) > self.seq:
+            raise LogPruned(f"the delete log starts after entry {self.seq}")
+        deleted = np.array(json.loads(pks), dtype=np.uint64)
         if not deleted.size:
             return
         in_graph = deleted[deleted <= np.uint64(self.top)]

@@ -509,7 +509,10 @@ class VectorTable:
                 index = AnnIndex.empty(dim)
             self._anns[ns] = index
             self._small.pop(ns, None)
-        index.catch_up(conn, ns, state)
+        try:
+            index.catch_up(conn, ns, state)
+        except ann.LogPruned:
+            index = self._replace_ann(conn, ns, dim, state)
         if conn.in_transaction:
             self._ann_dirty = True
         elif self._folder is not None and index.wants_save():
@@ -517,6 +520,28 @@ class VectorTable:
                 index.save(self._folder, ann.digest_of(ns))
             except OSError as e:
                 log.warning("tiered-memory: could not save the vector index: %s", e)
+        return index
+
+    def _replace_ann(
+        self, conn: sqlite3.Connection, ns: str, dim: int, state: tuple[int, int, int]
+    ) -> AnnIndex:
+        """The newest saved index of `ns`, caught up, in place of one whose catch-up
+        found the delete log pruned past it (`ann.LogPruned`); a build from the rows
+        (which needs no log) if that one cannot catch up either."""
+        log.info("tiered-memory: reloading the vector index of %r (log pruned meanwhile)", ns)
+        self._anns.pop(ns).stop_folding()
+        index = None
+        if self._folder is not None:
+            index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state)
+        if index is not None:
+            try:
+                index.catch_up(conn, ns, state)
+            except ann.LogPruned:
+                index = None
+        if index is None:
+            index = AnnIndex.empty(dim)
+            index.catch_up(conn, ns, state)
+        self._anns[ns] = index
         return index
 
     def _rows(
