@@ -608,18 +608,24 @@ async def test_nothing_is_pruned_while_no_index_exists(tmp_path: Path) -> None:
         await store.close()
 
 
+async def _behind_a_saved_index(path: Path, deleted: int) -> SQLiteMemoryStore:
+    """A store whose index has applied no deletion, while another process deleted the
+    `deleted` largest pks, added rows that took them again, and saved its index."""
+    behind = await _open(path)
+    await behind.put_many(NS, _memories(300))
+    await _search(behind, _queries()[0])
+    other = await _open(path)
+    await other.delete_many(NS, [f"m{i:05d}" for i in range(300 - deleted, 300)])
+    await other.put_many(NS, _memories(10, start=5000, seed=7))
+    await _search(other, _queries()[0])
+    await other.close()  # saves its index at seq `deleted`
+    return behind
+
+
 async def test_an_index_behind_the_pruned_log_reloads_the_saved_file(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
-    behind = await _open(path)
+    behind = await _behind_a_saved_index(path, deleted=10)  # saved at seq 10
     try:
-        await behind.put_many(NS, _memories(300))
-        await _search(behind, _queries()[0])  # its index has applied no deletion
-        other = await _open(path)
-        # deletions of the largest pks, which the new rows then take again
-        await other.delete_many(NS, [f"m{i:05d}" for i in range(290, 300)])
-        await other.put_many(NS, _memories(10, start=5000, seed=7))
-        await _search(other, _queries()[0])
-        await other.close()  # saves its index: seq 10
         pruner = await _open(path)
         await pruner.checkpoint()
         await pruner.close()
@@ -639,15 +645,8 @@ async def test_a_log_pruned_between_the_check_and_the_catch_up_reloads_the_saved
     concurrent writers of tests/reliability, about one run in fifteen on 2 busy
     cores). The catch-up reads the log's start with the entries, in one statement."""
     path = tmp_path / "a.db"
-    behind = await _open(path)
+    behind = await _behind_a_saved_index(path, deleted=20)  # saved at seq 20
     try:
-        await behind.put_many(NS, _memories(300))
-        await _search(behind, _queries()[0])  # its index has applied no deletion
-        other = await _open(path)
-        await other.delete_many(NS, [f"m{i:05d}" for i in range(280, 300)])
-        await other.put_many(NS, _memories(10, start=5000, seed=7))  # reused pks
-        await _search(other, _queries()[0])
-        await other.close()  # saves its index: seq 20
         real = ann.log_state
         pruned: list[int] = []
 
