@@ -642,8 +642,8 @@ async def test_a_log_pruned_between_the_check_and_the_catch_up_reloads_the_saved
     """Another process may prune the delete log after an index checked it had not
     missed anything (`AnnIndex.missed`) and before it read the entries: reading only
     what was left, it kept rows deleted meanwhile and saved them as live (the
-    concurrent writers of tests/reliability, about one run in fifteen on 2 busy
-    cores). The catch-up reads the log's start with the entries, in one statement."""
+    concurrent writers of tests/reliability, now and then on 2 busy cores). The
+    catch-up reads the log's start with the entries, in one statement."""
     path = tmp_path / "a.db"
     behind = await _behind_a_saved_index(path, deleted=20)  # saved at seq 20
     try:
