@@ -640,7 +640,7 @@ async def test_a_log_pruned_between_the_check_and_the_catch_up_reloads_the_saved
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process may prune the delete log after an index checked it had not
-    missed anything (`AnnIndex.missed`) and before it read the entries: reading only
+    missed anything and before it read the entries: reading only
     what was left, it kept rows deleted meanwhile and saved them as live (the
     concurrent writers of tests/reliability, now and then on 2 busy cores). The
     catch-up reads the log's start with the entries, in one statement."""

@@ -24,8 +24,9 @@ to catch up is three O(1) reads per search.
 The log is pruned after a sweep (`prune_log`, from `checkpoint`): the entries every
 saved index and every index of this process have applied go, save the last (`seq` is
 a rowid: an empty table would hand out 1 again). An index of another process that had
-applied fewer then misses entries: its catch-up sees that the log starts above its
-`seq` (`missed`) and loads the newest saved file instead, which is never that old.
+applied fewer then misses entries: its catch-up reads the log's start with the entries
+(one statement, so a prune cannot land between them), sees that it is above its `seq`
+(`LogPruned`), and the newest saved file, which is never that old, replaces it.
 
 The delta buffer: inserting a row into the HNSW graph costs about 0.4-1 ms (2 cores),
 so a catch-up that inserted what was written since the last search put that cost on
@@ -422,12 +423,6 @@ class AnnIndex:
 
     # -- catching up with the file ----------------------------------------------------
 
-    def missed(self, state: tuple[int, int, int]) -> bool:
-        """Whether the log was pruned past what this index applied (`prune_log`): it
-        cannot catch up, and is replaced by the newest saved file. An index that has
-        read nothing yet (a build) needs no log."""
-        return self.seq < state[2] and not (self.graph_rows == 0 and self.high == 0)
-
     def catch_up(self, conn: sqlite3.Connection, ns: str, state: tuple[int, int, int]) -> int:
         """Apply the file's changes since `seq` (module docstring) to the graph and the
         buffer; new rows go to the buffer. Returns the rows added."""
@@ -458,10 +453,12 @@ class AnnIndex:
         self.changed = True
 
     def _apply_deletes(self, conn: sqlite3.Connection, last: int) -> None:
-        """Remove the pks logged after `seq` up to `last`. The log's start is read in the
-        same statement (one snapshot): another process may prune it after `missed` was
-        checked, and reading only the entries left lost the deletions before them, so
-        deleted rows stayed live and were saved so (`LogPruned`)."""
+        """Remove the pks logged after `seq` up to `last`, or raise `LogPruned` when the
+        log no longer starts at or before `seq`. The log's start is read in the same
+        statement as the entries (one snapshot): checked apart, another process could
+        prune between the check and the read, and reading only the entries left lost
+        the deletions before them, so deleted rows stayed live and were saved so. A
+        build (nothing read yet) needs no log and never comes here."""
         horizon, pks = conn.execute(
             "SELECT (SELECT coalesce(min(seq), 1) - 1 FROM vector_deletes), "
             "(SELECT json_group_array(DISTINCT pk) FROM vector_deletes "

@@ -476,11 +476,6 @@ class VectorTable:
             return None
         state = self._memo.get(file, "log", lambda: ann.log_state(conn))
         index = self._anns.get(ns)
-        if index is not None and index.missed(state):
-            log.info("tiered-memory: reloading the vector index of %r (log pruned past it)", ns)
-            index.stop_folding()
-            del self._anns[ns]
-            index = None
         if index is None:
             if self._small.get(ns) == state:
                 return None
@@ -501,12 +496,7 @@ class VectorTable:
                     self._warned_missing = True
                 self._small[ns] = state
                 return None
-            index = None
-            if self._folder is not None:
-                index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state)
-            if index is None:
-                log.info("tiered-memory: building the vector index of %r (%d rows)", ns, count)
-                index = AnnIndex.empty(dim)
+            index = self._saved_or_built(ns, dim, state, count)
             self._anns[ns] = index
             self._small.pop(ns, None)
         try:
@@ -522,23 +512,30 @@ class VectorTable:
                 log.warning("tiered-memory: could not save the vector index: %s", e)
         return index
 
+    def _saved_or_built(
+        self, ns: str, dim: int, state: tuple[int, int, int], rows: int | None = None
+    ) -> AnnIndex:
+        """The newest saved index of `ns`, or an empty one to build (its catch-up reads
+        every row; `rows`, when known, for the log)."""
+        if self._folder is not None:
+            index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state)
+            if index is not None:
+                return index
+        log.info("tiered-memory: building the vector index of %r (%s rows)", ns, rows or "all")
+        return AnnIndex.empty(dim)
+
     def _replace_ann(
         self, conn: sqlite3.Connection, ns: str, dim: int, state: tuple[int, int, int]
     ) -> AnnIndex:
-        """The newest saved index of `ns`, caught up, in place of one whose catch-up
-        found the delete log pruned past it (`ann.LogPruned`); a build from the rows
-        (which needs no log) if that one cannot catch up either."""
-        log.info("tiered-memory: reloading the vector index of %r (log pruned meanwhile)", ns)
+        """The newest saved index of `ns`, caught up, in place of one the delete log was
+        pruned past (`ann.LogPruned`: another process pruned what it had yet to apply);
+        a build from the rows (which needs no log) if that one cannot catch up either."""
+        log.info("tiered-memory: reloading the vector index of %r (log pruned past it)", ns)
         self._anns.pop(ns).stop_folding()
-        index = None
-        if self._folder is not None:
-            index = AnnIndex.load(self._folder, ann.digest_of(ns), dim, state)
-        if index is not None:
-            try:
-                index.catch_up(conn, ns, state)
-            except ann.LogPruned:
-                index = None
-        if index is None:
+        index = self._saved_or_built(ns, dim, state)
+        try:
+            index.catch_up(conn, ns, state)
+        except ann.LogPruned:
             index = AnnIndex.empty(dim)
             index.catch_up(conn, ns, state)
         self._anns[ns] = index
