@@ -16,7 +16,7 @@ from pydantic import ValidationError as PydanticError
 from . import validation
 from .dimensions import EmbeddingDimension
 from .errors import ValidationError
-from .models import LIVE_TIERS, Memory, MemoryType, Tier
+from .models import LIVE_TIERS, Memory, MemoryType, Tier, filled, new_id, utc
 from .policy import Limits
 from .ports import Embedder, ObjectStore, Vector
 
@@ -84,6 +84,48 @@ def as_input(item: MemoryInput | str | Mapping[str, Any]) -> MemoryInput:
     )
 
 
+def _new_memory(
+    memory_id: str,
+    namespace: str,
+    content: str,
+    memory_type: MemoryType,
+    tier: Tier,
+    importance: float,
+    pinned: bool,
+    source: str,
+    metadata: dict[str, Any],
+    at: datetime,
+) -> Memory:
+    """A new memory from fields `prepare` has checked, without pydantic validating
+    them again (`filled`): that cost ~25 us of each added memory's ~400 at 100k, most
+    of it converting its three timestamps to UTC through pydantic's own time zone."""
+    values: dict[str, Any] = {
+        "id": memory_id,
+        "namespace": namespace,
+        "content": content,
+        "memory_type": memory_type,
+        "tier": tier,
+        "importance": importance,
+        "pinned": pinned,
+        "core": False,
+        "do_not_inject": False,
+        "superseded_by": None,
+        "consolidated_from": [],
+        "source": source,
+        "metadata": metadata,
+        "embedding": None,
+        "created_at": at,
+        "updated_at": at,
+        "last_accessed_at": None,
+        "use_count": 0,
+        "use_days": [],
+        "uses_since_cold": 0,
+        "cold_since": None,
+        "tier_changed_at": at,
+    }
+    return filled(Memory, values)
+
+
 @dataclass
 class Prepared:
     """A checked new memory and its embedding (kept apart: memories travel without)."""
@@ -108,6 +150,7 @@ async def prepare(
     given: dict[int, Vector] = {}
     seen_ids: set[str] = set()
     first_generated = next((i for i, item in enumerate(items) if item.id is None), -1)
+    at = utc(now)
     for i, item in enumerate(items):
         content = validation.check_content(item.content, limits)
         memory_id = validation.check_id(item.id, limits) if item.id is not None else None
@@ -115,23 +158,26 @@ async def prepare(
             if memory_id in seen_ids:
                 raise ValidationError(f"id {memory_id!r} appears twice in one call")
             seen_ids.add(memory_id)
-        kwargs: dict[str, Any] = {"id": memory_id} if memory_id else {}
+        # checked in the order the fields are listed: the first bad one is the error
+        memory_type = MemoryType.parse(item.memory_type)
+        importance = validation.check_importance(item.importance)
+        metadata = validation.check_metadata(item.metadata, limits)
+        source = validation.check_label(
+            item.source, "source", limits.max_source_chars, "max_source_chars"
+        )
+        tier = _start_tier(item)
         memories.append(
-            Memory(
-                namespace=namespace,
-                content=content,
-                memory_type=MemoryType.parse(item.memory_type),
-                importance=validation.check_importance(item.importance),
-                metadata=validation.check_metadata(item.metadata, limits),
-                source=validation.check_label(
-                    item.source, "source", limits.max_source_chars, "max_source_chars"
-                ),
-                pinned=bool(item.pinned),
-                tier=_start_tier(item),
-                created_at=now,
-                updated_at=now,
-                tier_changed_at=now,
-                **kwargs,
+            _new_memory(
+                memory_id or new_id(),
+                namespace,
+                content,
+                memory_type,
+                tier,
+                importance,
+                bool(item.pinned),
+                source,
+                metadata,
+                at,
             )
         )
         if memory_id is not None or i == first_generated:

@@ -83,6 +83,8 @@ _MILLIS_MASK = (1 << 48) - 1
 
 def utc(dt: datetime) -> datetime:
     """Naive datetimes are taken as UTC; everything inside the library is aware UTC."""
+    if dt.tzinfo is timezone.utc:  # most calls: the library's own timestamps
+        return dt
     if dt.tzinfo is None:
         return dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc)

@@ -5,11 +5,13 @@ with a field missing)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
-from tiered_memory.models import Link, LinkKind, filled
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
+from tiered_memory.models import Link, LinkKind, Memory, MemoryType, Tier, filled
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -56,3 +58,40 @@ def test_instances_sharing_their_field_names_stay_independent() -> None:
     with pytest.raises(ValueError, match="no field"):
         first.colour = "red"  # type: ignore[attr-defined]  # no extra field joins the names
     assert second.model_fields_set == set(Link.model_fields)
+
+
+async def test_a_new_memory_equals_the_validated_one(tmp_path: Path) -> None:
+    """`add_many` builds its new memories without a second validation (`intake`): each
+    equals the model pydantic validates from the same fields, UTC timestamps included."""
+    mem = await AsyncTieredMemory.embedded(
+        tmp_path / "m.db", embedder=HashingEmbedder(32), clock=ManualClock(NOW)
+    )
+    try:
+        added = await mem.add_many(
+            [
+                "plain",
+                {
+                    "content": "all fields",
+                    "memory_type": "factual",
+                    "importance": 1,
+                    "metadata": {"k": [1, {"x": None}]},
+                    "source": "s",
+                    "pinned": True,
+                    "id": "given-id",
+                    "tier": "warm",
+                },
+            ],
+            dedup=False,
+            link=False,
+        )
+    finally:
+        await mem.close()
+    for memory in added:
+        fields = {name: getattr(memory, name) for name in Memory.model_fields}
+        assert memory == Memory.model_validate(fields)
+        assert memory.model_fields_set == set(Memory.model_fields)
+        assert memory.created_at.tzinfo is timezone.utc
+        assert type(memory.importance) is float
+    assert added[1].id == "given-id"
+    assert added[1].tier is Tier.WARM
+    assert added[1].memory_type is MemoryType.FACTUAL
