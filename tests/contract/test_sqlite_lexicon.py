@@ -119,6 +119,8 @@ def _kept_equals_rebuilt(store: SQLiteMemoryStore) -> None:
             conn.execute("SAVEPOINT rebuilt")
             sqlite_lexicon.rebuild(conn)
             rebuilt = _index(conn)
+            # its temporary table of term counts is gone again
+            assert not conn.execute("SELECT name FROM temp.sqlite_master").fetchall()
             conn.execute("ROLLBACK TO rebuilt")
             conn.execute("RELEASE rebuilt")
         finally:
