@@ -1240,3 +1240,73 @@ async def test_a_build_folds_in_larger_steps_than_the_steady_state(
         await _same_as_scan(store)
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("exact_scores", [True, False])
+async def test_a_wider_search_reads_only_the_candidates_not_read_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_scores: bool
+) -> None:
+    """When the graph's first candidates hold too few rows of the wanted tiers (the
+    rows nearest the query are all WARM), the search asks the graph again for more;
+    the rows the narrower search read are kept, never read twice, and the answer is a
+    scan's."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(600))
+        q = _queries()[0]
+        nearest = [i for i, _ in await _search(store, q, k=200, filters=EXACT)]
+        await store.set_tier(NS, nearest, Tier.WARM, T0)
+        await _search(store, _queries()[1])  # caught up with the move
+        _index(store).fold()
+        read: list[list[int]] = []
+        searched: list[int] = []
+        for name in ("_read", "_read_light"):
+            real = getattr(graph_candidates, name)
+
+            def counted(
+                conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object, _real=real
+            ) -> object:
+                read.append(keys.tolist())
+                return _real(conn, ns, keys, *rest)
+
+            monkeypatch.setattr(graph_candidates, name, counted)
+        real_search = ann.AnnIndex.search_scored
+
+        def counted_search(
+            self: ann.AnnIndex, queries: np.ndarray, count: int, **kw: int
+        ) -> object:
+            searched.append(count)
+            return real_search(self, queries, count, **kw)
+
+        monkeypatch.setattr(ann.AnnIndex, "search_scored", counted_search)
+        hot = frozenset({Tier.HOT})
+        found = await store.vector_search(NS, q, tiers=hot, k=20, exact_scores=exact_scores)
+        assert len(searched) >= 2  # the first candidates were not enough: wider
+        assert searched == sorted(searched)
+        pks = [pk for keys in read for pk in keys]
+        assert len(pks) == len(set(pks))  # no row read twice
+        want = await _search(store, q, tiers=hot, k=20, filters=EXACT)
+        assert np.allclose([s.score for s in found], [s for _, s in want], atol=1e-3)
+        if exact_scores:
+            assert [s.memory.id for s in found] == [i for i, _ in want]
+        else:  # the graph's cosines: near ties may swap, nothing worse than a tie joins
+            exact_of = dict(await _search(store, q, tiers=hot, k=600, filters=EXACT))
+            kth = want[-1][1] - 2 * ann.FLOAT16_ERROR
+            assert all(exact_of[s.memory.id] >= kth for s in found)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("fetch", "held", "k", "wider"),
+    [
+        (261, 70, 84, 392),  # the yield says ~392 with a quarter more
+        (100, 10, 50, 400),  # at most four times
+        (100, 95, 96, 150),  # at least half as many again
+        (100, 0, 10, 400),  # nothing held: four times
+    ],
+)
+def test_a_wider_search_asks_for_what_the_last_one_s_yield_needs(
+    fetch: int, held: int, k: int, wider: int
+) -> None:
+    assert vector_table.wider_fetch(fetch, held, k) == wider

@@ -52,15 +52,17 @@ from .memory_columns import EMBEDDING, ID, NAMES, TIER, columns
 from .sql import json_ints, search_filter_sql
 from .vectors import unit_rows
 
+_PK = len(NAMES)  # the pk's place in a row read here
 # Each memory joined to its vector: memories without one are left out.
 _FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
 # Whole rows (`memories.memory_of` reads them), the embedding at its place: the
 # search's hits are among these rows, so the hits need no second read by id (at 100k,
 # 0.13 of a k=10 vector search's 0.68 ms went to that second read).
-_COLUMNS = columns("m", True)
+_COLUMNS = columns("m", True) + ", m.pk"
 # The same rows without the vector (NULL at its place, which `memory_of` leaves
-# undecoded), and the pk after them (`memory_of` ignores extra columns): the scores of a
-# set for ranking are the graph's, looked up by pk.
+# undecoded). Both end with the pk (`memory_of` ignores extra columns): the scores of a
+# set for ranking are the graph's, looked up by pk, and a wider search of the same
+# query keeps the rows read already (`GraphCandidates.read`, `reuse`).
 _LIGHT_COLUMNS = ", ".join("NULL" if n == "embedding" else f"m.{n}" for n in NAMES) + ", m.pk"
 
 
@@ -84,6 +86,8 @@ class GraphCandidates:
     unread_scores: np.ndarray  # their graph cosines
     bound: float  # above any unread candidate's exact cosine (-inf: all were read)
     exact: bool = True  # the scores are exact; else the graph's (the module docstring)
+    # pks looked up in the file (found or not: gone, in another namespace, filtered out)
+    looked_up: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint64))
 
     @classmethod
     def read(
@@ -99,19 +103,35 @@ class GraphCandidates:
         k: int,
         *,
         exact: bool = True,
+        reuse: GraphCandidates | None = None,
     ) -> GraphCandidates:
         """Read those of the candidates `keys` (pks, with the graph's `approximate`
         cosines) that may be among the k best and are still live in `ns` and pass
         `filters`, whatever their tier, and score them exactly (unit rows), or with
         their graph cosines if not `exact`. `state`: the file's, taken before the graph
-        search (`FileMemo`)."""
+        search (`FileMemo`). `reuse`: a set of a narrower search of the same query,
+        whose rows (and pks found missing) are taken instead of read again, when it
+        was read under the same state with the same filters and scores."""
         order = np.argsort(-approximate, kind="stable")
         keys, approximate = keys[order], approximate[order]
         first = int(shortlist(approximate, k).size)  # a prefix: sorted best first
-        if exact:
-            rows, scores = _read(conn, ns, keys[:first], query, filters)
+        read = np.zeros(keys.size, dtype=np.bool_)
+        read[:first] = True
+        if reuse is not None and reuse.same_search(state, ns, query, filters, exact):
+            # every candidate the narrower set looked up counts as read, in the
+            # prefix or past it: taken from there
+            seen = np.isin(keys, reuse.looked_up)
+            rows, scores = reuse._taken(keys[seen])
+            fresh = read & ~seen
+            read |= seen
         else:
-            rows, scores = _read_light(conn, ns, keys[:first], approximate[:first], filters)
+            rows, scores, fresh = [], (), read
+        more, more_scores = _read_either(
+            conn, ns, keys[fresh], approximate[fresh], query, filters, exact
+        )
+        rows, scores = rows + more, scores + more_scores
+        unread = ~read
+        rest, rest_scores = keys[unread], approximate[unread]
         return cls(
             namespace=ns,
             query=np.asarray(query, dtype=np.float32).tobytes(),
@@ -123,22 +143,41 @@ class GraphCandidates:
             tiers=tuple(r[TIER] for r in rows),
             scores=scores,
             rows={r[ID]: r for r in rows},
-            unread=keys[first:],
-            unread_scores=approximate[first:],
-            bound=float(approximate[first]) + FLOAT16_ERROR if first < keys.size else -np.inf,
+            unread=rest,
+            # sorted best first: the first unread candidate's is the highest
+            unread_scores=rest_scores,
+            bound=float(rest_scores[0]) + FLOAT16_ERROR if rest.size else -np.inf,
             exact=exact,
+            looked_up=keys[read],
         )
+
+    def same_search(
+        self, state: FileState, ns: str, query: Vector, filters: SearchFilter, exact: bool
+    ) -> bool:
+        """Whether this set was read for this namespace, query and filters in the file
+        as it is now, with scores of the same kind (its rows and scores stand)."""
+        return (
+            self.exact == exact
+            and self.namespace == ns
+            and self.filters == filters
+            and self.state == state
+            and self.query == np.asarray(query, dtype=np.float32).tobytes()
+        )
+
+    def _taken(self, keys: np.ndarray) -> tuple[list[Any], tuple[float, ...]]:
+        """The rows this set read of the pks `keys` (those found), with their scores."""
+        score_of = dict(zip(self.ids, self.scores, strict=True))
+        held = {row[_PK]: row for row in self.rows.values()}
+        rows = [held[pk] for pk in keys.tolist() if pk in held]
+        return rows, tuple(score_of[row[ID]] for row in rows)
 
     def read_rest(self, conn: sqlite3.Connection) -> GraphCandidates:
         """This set with its unread candidates read too (kept under the same state: a
         write since then makes the next search read everything again)."""
-        if self.exact:
-            query = np.frombuffer(self.query, dtype=np.float32)
-            rows, scores = _read(conn, self.namespace, self.unread, query, self.filters)
-        else:
-            rows, scores = _read_light(
-                conn, self.namespace, self.unread, self.unread_scores, self.filters
-            )
+        query = np.frombuffer(self.query, dtype=np.float32)
+        rows, scores = _read_either(
+            conn, self.namespace, self.unread, self.unread_scores, query, self.filters, self.exact
+        )
         merged = dict(self.rows)
         merged.update((r[ID], r) for r in rows)
         return dataclasses.replace(
@@ -150,6 +189,7 @@ class GraphCandidates:
             unread=self.unread[:0],
             unread_scores=self.unread_scores[:0],
             bound=-np.inf,
+            looked_up=np.concatenate([self.looked_up, self.unread]),
         )
 
     def answers(
@@ -196,6 +236,11 @@ class GraphCandidates:
         rows = self.rows
         return {i: row for i in ids if (row := rows.get(i)) is not None}
 
+    def held(self, parts: Sequence[str]) -> int:
+        """How many of the rows read are in the tiers `parts`."""
+        wanted = set(parts)
+        return sum(1 for tier in self.tiers if tier in wanted)
+
     def best(self, parts: Sequence[str], k: int) -> list[tuple[str, float]] | None:
         """The k best (id, cosine) in the tiers `parts`, best first, ties by id; None
         when the rows read cannot tell them: an unread candidate may beat the k-th
@@ -224,6 +269,21 @@ def shortlist(scores: np.ndarray, k: int) -> npt.NDArray[np.intp]:
     return np.flatnonzero(scores >= kth - 2 * FLOAT16_ERROR)
 
 
+def _read_either(
+    conn: sqlite3.Connection,
+    ns: str,
+    keys: np.ndarray,
+    approximate: np.ndarray,
+    query: Vector,
+    filters: SearchFilter,
+    exact: bool,
+) -> tuple[list[Any], tuple[float, ...]]:
+    """`_read` (exact scores) or `_read_light` (the graph's `approximate` ones)."""
+    if exact:
+        return _read(conn, ns, keys, query, filters)
+    return _read_light(conn, ns, keys, approximate, filters)
+
+
 def _read(
     conn: sqlite3.Connection, ns: str, keys: np.ndarray, query: Vector, filters: SearchFilter
 ) -> tuple[list[Any], tuple[float, ...]]:
@@ -249,8 +309,7 @@ def _read_light(
     if not rows:
         return [], ()
     score_of = dict(zip(keys.tolist(), approximate.tolist(), strict=True))
-    pk = len(NAMES)
-    return rows, tuple(score_of[r[pk]] for r in rows)
+    return rows, tuple(score_of[r[_PK]] for r in rows)
 
 
 def _rows(
