@@ -1064,7 +1064,7 @@ def wider_fetch(fetch: int, held: int, k: int) -> int:
 
     Why: it was always four times. In a store the sweep had spread (HOT and WARM 36 %
     of the graph at 100k), a recall's active phase asked for 261 candidates for its 84,
-    and about one recall in five found too few of them there; its second search asked
+    and about one recall in three found too few of them there; its second search asked
     for 1,044 and read them all (14.9 ms where the others took 4-5), where the yield of
     the first (~70 in 261) said ~390 would do."""
     if held <= 0:
