@@ -70,14 +70,22 @@ DEFAULT_CACHE_ROWS = 2_000_000
 BULK_MOVE_ROWS = 2000
 _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candidates
 _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the scores)
-# An approximate search asks the index for k + max(_ANN_EXTRA, k / 8) candidates, then
-# 4x more while too few pass the filters, up to this many; beyond it the tiers are
+# An approximate search asks the index for k + max(_ANN_EXTRA, k / 4) candidates, then
+# more while too few pass the filters (`wider_fetch`), up to this many; beyond it the tiers are
 # scanned. The spare covers rows a filter leaves out (forgotten, superseded: few; the 4x
 # retry covers more) and the float16 graph's order near rank k. It was 2k (at least
 # k + 32): 42 rows read for k = 10, and for a recall's 83 candidates a graph search for
 # 166 took 1.41 ms at 1M against 0.67 ms for 93, for a top-83 recall of 0.999 against
-# 0.989 (0.9999 and 1.0 at 100k).
+# 0.989 (0.9999 and 1.0 at 100k). Then k / 8: in a swept store the wanted tiers are a
+# share of the graph (a recall's HOT and WARM: 36 % at 100k) and a third of the recalls
+# found too few of them among k / share candidates and searched again. At k / 4 (a
+# recall's 84: 105 / share), over 400 recalls of a swept copy of the 100k scale store,
+# the vector search took 2.8-3.7 ms a recall on average against 3.1-4.1, p95 6.2-7.7
+# against 7.1-10.3 (four interleaved rounds, better in three); at 1M its p50 was 4.0 /
+# 3.2 against 5.5 / 5.3 ms (two). At 1M a recall's beam is 128 either way; unswept,
+# 100k recalls measured the same within the noise.
 _ANN_EXTRA = 10
+_ANN_EXTRA_SHARE = 4  # the spare is at least k / this
 _ANN_MAX_FETCH = 4096
 # A graph search of an index this big runs on another thread while the event loop goes
 # on (`walk_for`): faiss releases the GIL while it walks, and a recall has its lexical
@@ -1077,7 +1085,7 @@ def _ann_fetch(k: int, parts: Sequence[str], filters: SearchFilter) -> int:
     """Candidates a search asks the index for first (`_ann_best`)."""
     if _passes_all(parts, filters):
         return k + _ANN_SPARE
-    return k + max(_ANN_EXTRA, k // 8)
+    return k + max(_ANN_EXTRA, k // _ANN_EXTRA_SHARE)
 
 
 def _shortlists(
