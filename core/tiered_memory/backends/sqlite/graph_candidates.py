@@ -156,10 +156,13 @@ class GraphCandidates:
     ) -> bool:
         """Whether this set was read for this namespace, query and filters in the file
         as it is now, with scores of the same kind (its rows and scores stand)."""
+        return self.exact == exact and self.filters == filters and self._of(state, ns, query)
+
+    def _of(self, state: FileState, ns: str, query: Vector) -> bool:
+        """Whether this set was read for this namespace and query in the file as it is
+        now (what every reuse of it needs; filters and scores are each use's own)."""
         return (
-            self.exact == exact
-            and self.namespace == ns
-            and self.filters == filters
+            self.namespace == ns
             and self.state == state
             and self.query == np.asarray(query, dtype=np.float32).tobytes()
         )
@@ -207,11 +210,9 @@ class GraphCandidates:
         `exact` is asked."""
         return (
             (self.exact or not exact)
-            and self.namespace == ns
             and (self.complete or self.fetch >= fetch)
             and self.filters == filters
-            and self.query == np.asarray(query, dtype=np.float32).tobytes()
-            and self.state == state
+            and self._of(state, ns, query)
         )
 
     def cosines(self, state: FileState, ns: str, query: Vector) -> dict[str, float]:
@@ -219,11 +220,7 @@ class GraphCandidates:
         query in the file as it is now (any filters: a cosine does not depend on
         them); else none. A recall asks for the cosines of its lexical hits, which are
         mostly among the graph's candidates for the same query."""
-        if (
-            self.namespace != ns
-            or self.query != np.asarray(query, dtype=np.float32).tobytes()
-            or self.state != state
-        ):
+        if not self._of(state, ns, query):
             return {}
         return dict(zip(self.ids, self.scores, strict=True))
 

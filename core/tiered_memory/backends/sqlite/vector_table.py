@@ -72,8 +72,8 @@ _METADATA_BATCH = 4  # metadata-filtered search checks k*4, then k*16, ... candi
 _QUERY_BLOCK = 64  # queries per matrix product in `best_many` (bounds the scores)
 # An approximate search asks the index for k + max(_ANN_EXTRA, k / 4) candidates, then
 # more while too few pass the filters (`wider_fetch`), up to this many; beyond it the tiers are
-# scanned. The spare covers rows a filter leaves out (forgotten, superseded: few; the 4x
-# retry covers more) and the float16 graph's order near rank k. It was 2k (at least
+# scanned. The spare covers rows a filter leaves out (forgotten, superseded: few; the
+# wider retry covers more) and the float16 graph's order near rank k. It was 2k (at least
 # k + 32): 42 rows read for k = 10, and for a recall's 83 candidates a graph search for
 # 166 took 1.41 ms at 1M against 0.67 ms for 93, for a top-83 recall of 0.999 against
 # 0.989 (0.9999 and 1.0 at 100k). Then k / 8: in a swept store the wanted tiers are a
