@@ -14,8 +14,9 @@ by namespace, and a search reads its own namespace's rows only:
   every batch of 1,000 dirtied ~6,000 pages (24 MB of WAL, 0.35 ms a memory at 100k
   memories). So new postings go to the small `lexicon_recent`, whose few pages a batch
   shares; past `RECENT_POSTINGS` one sorted pass moves them into `lexicon_middle`, and
-  past `MIDDLE_POSTINGS` that moves into `lexicon_postings` (`_move`): each pass writes
-  each page it touches once for many batches. Two levels were not enough: a recent
+  past `MIDDLE_POSTINGS` that drains into `lexicon_postings`, `DRAIN_POSTINGS` a write
+  in key order (`_move`, `_drain`): each pass writes each page it touches once for
+  many batches. Two levels were not enough: a recent
   tree big enough to spare the big one (1M postings, ~3,600 pages) had most of its
   pages dirtied by every batch (~2,400 of a batch of 500's ~4,300 pages at 1M
   memories). The levels are those of a log-structured merge tree, kept as B-trees so a
@@ -54,7 +55,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,13 +77,23 @@ QUEUE_FUNCTION = "tm_queue"
 # rarer moves, each writing a larger share of the next tree's pages once, but more pages
 # of this tree dirtied per batch. ~2k and ~40k memories of ~25 terms.
 RECENT_POSTINGS = 50_000  # lexicon_recent -> lexicon_middle
-MIDDLE_POSTINGS = 1_000_000  # lexicon_middle -> lexicon_postings
+MIDDLE_POSTINGS = 1_000_000  # lexicon_middle -> lexicon_postings, a slice a write:
+# Postings one write moves from a full `lexicon_middle` into `lexicon_postings`, the next
+# in key order (`_drain`). Moved in one write, a middle tree of ~1M postings (1M
+# memories) took 3.2-3.8 s and ~360 MB of WAL and checkpoint, all under the write lock:
+# every other writer, and every recall's use count, waited that long. A slice is one
+# range of terms, so it rewrites only the big tree's pages of those terms, and the
+# slices together write about what the one move did.
+DRAIN_POSTINGS = 100_000
 # in `meta`: the postings each smaller tree holds (counted up by writes; deletes do not
 # count down, so a move may come a little early, never late)
 _COUNT_KEYS = {
     "lexicon_recent": "lexicon_recent_postings",
     "lexicon_middle": "lexicon_middle_postings",
 }
+# in `meta` while the middle tree drains: the key (JSON [ns, term, pk]) the next slice
+# starts at
+_DRAIN_KEY = "lexicon_middle_drain"
 
 _NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
 _POSTINGS = ("lexicon_postings", "lexicon_middle", "lexicon_recent")
@@ -332,17 +343,66 @@ def index_queued(
 
 
 def _note_recent(conn: sqlite3.Connection, added: int) -> None:
-    """Count the postings written to `lexicon_recent`; move each smaller tree into the
-    next once it holds enough."""
+    """Count the postings written to `lexicon_recent`; move it into the middle tree
+    once it holds enough, and the middle tree into the big one, a slice a write, from
+    when it holds enough until it is through (`_drain`)."""
     recent = _count(conn, "lexicon_recent") + added
+    middle = _count(conn, "lexicon_middle")
     if recent < RECENT_POSTINGS:
         _set_count(conn, "lexicon_recent", recent)
-        return
-    middle = _count(conn, "lexicon_middle") + _move(conn, "lexicon_recent", "lexicon_middle")
-    if middle < MIDDLE_POSTINGS:
-        _set_count(conn, "lexicon_middle", middle)
-        return
-    _move(conn, "lexicon_middle", "lexicon_postings")
+    else:
+        middle += _move(conn, "lexicon_recent", "lexicon_middle")
+    start = _drain_start(conn)
+    if start is None and middle >= MIDDLE_POSTINGS:
+        start = ()
+    if start is not None:
+        moved, done = _drain(conn, start)
+        # deletes do not count down: once through, the rows left are counted (those
+        # moved in behind the slices), so a stale count cannot start drain after drain
+        middle = _exact_count(conn, "lexicon_middle") if done else middle - moved
+    _set_count(conn, "lexicon_middle", middle)
+
+
+def _drain_start(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+    """Where the middle tree's drain goes on from; None when it is not draining."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_DRAIN_KEY,)).fetchone()
+    return None if row is None else tuple(json.loads(row[0]))
+
+
+def _drain(conn: sqlite3.Connection, start: tuple[Any, ...]) -> tuple[int, bool]:
+    """Move the next `DRAIN_POSTINGS` postings of `lexicon_middle` from the key `start`
+    (() for its first) into `lexicon_postings`; returns how many moved and whether the
+    drain is through. Postings moved into the middle tree behind `start` meanwhile stay
+    there for the next drain: every posting is in one tree at any commit, which is all
+    a search needs."""
+    where = "WHERE (ns, term, pk) >= (?, ?, ?)" if start else ""
+    end = conn.execute(
+        f"SELECT ns, term, pk FROM lexicon_middle {where} ORDER BY ns, term, pk LIMIT 1 OFFSET ?",
+        (*start, DRAIN_POSTINGS),
+    ).fetchone()
+    params: tuple[Any, ...] = start
+    if end is not None:
+        where += (" AND " if where else "WHERE ") + "(ns, term, pk) < (?, ?, ?)"
+        params = (*start, *end)
+    moved = conn.execute(
+        "INSERT INTO lexicon_postings (ns, term, pk, tf, length) "
+        f"SELECT ns, term, pk, tf, length FROM lexicon_middle {where} ORDER BY ns, term, pk",
+        params,
+    ).rowcount
+    conn.execute(f"DELETE FROM lexicon_middle {where}", params)
+    if end is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (_DRAIN_KEY,))
+    else:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (_DRAIN_KEY, json.dumps(list(end))),
+        )
+    return int(moved), end is None
+
+
+def _exact_count(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 def _count(conn: sqlite3.Connection, table: str) -> int:
@@ -373,6 +433,7 @@ def _move(conn: sqlite3.Connection, source: str, target: str) -> int:
 def merge(conn: sqlite3.Connection) -> int:
     """Move every posting of the smaller trees into `lexicon_postings`; returns how
     many moved."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (_DRAIN_KEY,))
     return _move(conn, "lexicon_recent", "lexicon_postings") + _move(
         conn, "lexicon_middle", "lexicon_postings"
     )
@@ -388,7 +449,7 @@ def rebuild(conn: sqlite3.Connection) -> int:
     """
     for table in _POSTINGS:
         conn.execute(f"DELETE FROM {table}")
-    for key in _COUNT_KEYS.values():
+    for key in (*_COUNT_KEYS.values(), _DRAIN_KEY):
         conn.execute("DELETE FROM meta WHERE key = ?", (key,))
     conn.execute("DELETE FROM lexicon_documents")
     conn.execute("DELETE FROM lexicon_namespaces")
