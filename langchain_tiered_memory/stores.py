@@ -272,8 +272,12 @@ def _check_op(op: object) -> None:
     if isinstance(op, PutOp):
         if op.value is not None and not isinstance(op.value, Mapping):
             raise ValidationError(f"an item's value is a dict, got {type(op.value).__name__}")
-        if op.index not in (None, False) and not (
-            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        # by identity: `in (None, False)` compared with ==, which an array answers
+        # element by element (numpy's ValueError), and which let 0 pass as False
+        if (
+            op.index is not None
+            and op.index is not False
+            and not (isinstance(op.index, list) and all(isinstance(f, str) for f in op.index))
         ):
             raise ValidationError("index is False, None or a list of field paths")
 

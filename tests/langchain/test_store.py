@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -348,6 +349,23 @@ def test_a_value_that_is_not_json_is_refused_and_keeps_the_stored_item(
     store.put(USER, "k", {"content": "original"})
     with pytest.raises(ValidationError, match="JSON"):
         store.put(USER, "k", value, index=index)  # type: ignore[arg-type]
+    item = store.get(USER, "k")
+    assert item is not None
+    assert item.value == {"content": "original"}
+
+
+@pytest.mark.parametrize(
+    "index", [np.ones(3, dtype=np.float32), np.array(["content"]), 0, "content", ["content", 1]]
+)
+def test_an_index_that_is_not_a_list_of_fields_is_refused(
+    store: TieredMemoryStore, index: object
+) -> None:
+    """`index` is False, None or a list of field paths. It was compared with `in (None,
+    False)`: an array raised numpy's ValueError (the truth value of an array is
+    ambiguous, found by the hostile-input suite), and 0 passed as False."""
+    store.put(USER, "k", {"content": "original"})
+    with pytest.raises(ValidationError, match="index is False, None or a list"):
+        store.put(USER, "k", {"content": "replacement"}, index=index)  # type: ignore[arg-type]
     item = store.get(USER, "k")
     assert item is not None
     assert item.value == {"content": "original"}
