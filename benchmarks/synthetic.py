@@ -63,6 +63,39 @@ def make_corpus(n: int, *, seed: int = 7, noise: float = 0.042) -> Corpus:
     centers = rng.normal(size=(n_clusters, DIM)).astype(np.float32)
     centers /= np.linalg.norm(centers, axis=1, keepdims=True)
     clusters = rng.integers(0, n_clusters, size=n)
+    vectors = _members(rng, centers, clusters, noise)
+
+    vocab = _vocabulary(rng, 12_000)
+    common, topical = vocab[:4_000], vocab[4_000:]
+    ranks = np.arange(1, len(common) + 1, dtype=np.float64)
+    zipf = 1.0 / ranks**1.07
+    zipf /= zipf.sum()
+    topic_words = [list(rng.choice(topical, size=25, replace=False)) for _ in range(n_clusters)]
+    texts = _texts(rng, clusters, topic_words, common, zipf)
+    return Corpus(vectors, texts, clusters, centers, topic_words, common, zipf)
+
+
+def more_memories(corpus: Corpus, count: int, *, seed: int = 13, noise: float = 0.042) -> Corpus:
+    """`count` more memories drawn as `corpus`'s were, from its clusters and words, by
+    a generator of their own: a corpus made for more rows would be other data (its
+    cluster count and every draw depend on its size), and runs could not be compared."""
+    rng = np.random.default_rng(seed)
+    clusters = rng.integers(0, len(corpus.centers), size=count)
+    vectors = _members(rng, corpus.centers, clusters, noise)
+    texts = _texts(rng, clusters, corpus.topic_words, corpus.common, corpus.zipf)
+    return Corpus(
+        vectors, texts, clusters, corpus.centers, corpus.topic_words, corpus.common, corpus.zipf
+    )
+
+
+def _members(
+    rng: np.random.Generator,
+    centers: npt.NDArray[np.float32],
+    clusters: npt.NDArray[np.int64],
+    noise: float,
+) -> npt.NDArray[np.float32]:
+    """A unit vector near its cluster's center for each entry of `clusters`."""
+    n = len(clusters)
     vectors = np.empty((n, DIM), dtype=np.float32)
     step = 100_000
     for start in range(0, n, step):  # in chunks: 1M x 384 float64 noise would be 3 GB
@@ -72,14 +105,18 @@ def make_corpus(n: int, *, seed: int = 7, noise: float = 0.042) -> Corpus:
         ).astype(np.float32)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         vectors[start:stop] = block
+    return vectors
 
-    vocab = _vocabulary(rng, 12_000)
-    common, topical = vocab[:4_000], vocab[4_000:]
-    ranks = np.arange(1, len(common) + 1, dtype=np.float64)
-    zipf = 1.0 / ranks**1.07
-    zipf /= zipf.sum()
-    topic_words = [list(rng.choice(topical, size=25, replace=False)) for _ in range(n_clusters)]
 
+def _texts(
+    rng: np.random.Generator,
+    clusters: npt.NDArray[np.int64],
+    topic_words: list[list[str]],
+    common: list[str],
+    zipf: npt.NDArray[np.float64],
+) -> tuple[str, ...]:
+    """A text for each entry of `clusters`: its topic words and common ones."""
+    n = len(clusters)
     lengths = np.clip(rng.lognormal(np.log(24), 0.55, size=n), 4, 220).astype(np.int64)
     total = int(lengths.sum())
     common_draw = rng.choice(len(common), size=total, p=zipf)
@@ -96,4 +133,4 @@ def make_corpus(n: int, *, seed: int = 7, noise: float = 0.042) -> Corpus:
         ]
         pos += length
         texts.append(" ".join(words).capitalize() + ".")
-    return Corpus(vectors, tuple(texts), clusters, centers, topic_words, common, zipf)
+    return tuple(texts)
