@@ -73,11 +73,12 @@ TERMS_FUNCTION = "tm_terms"
 LENGTH_FUNCTION = "tm_length"
 QUEUE_FUNCTION = "tm_queue"
 
-# Postings a smaller tree may hold before `_move` empties it into the next one. Bigger:
-# rarer moves, each writing a larger share of the next tree's pages once, but more pages
-# of this tree dirtied per batch. ~2k and ~40k memories of ~25 terms.
+# Postings a smaller tree may hold before it is emptied into the next one (`_move`; the
+# middle tree over several writes, `_drain`). Bigger: rarer moves, each writing a larger
+# share of the next tree's pages once, but more pages of this tree dirtied per batch.
+# ~2k and ~40k memories of ~25 terms.
 RECENT_POSTINGS = 50_000  # lexicon_recent -> lexicon_middle
-MIDDLE_POSTINGS = 1_000_000  # lexicon_middle -> lexicon_postings, a slice a write:
+MIDDLE_POSTINGS = 1_000_000  # lexicon_middle -> lexicon_postings
 # Postings one write moves from a full `lexicon_middle` into `lexicon_postings`, the next
 # in key order (`_drain`). Moved in one write, a middle tree of ~1M postings (1M
 # memories) took 3.2-3.8 s and ~360 MB of WAL and checkpoint, all under the write lock:
