@@ -348,7 +348,7 @@ def _note_recent(conn: sqlite3.Connection, added: int) -> None:
     once it holds enough, and the middle tree into the big one, a slice a write, from
     when it holds enough until it is through (`_drain`)."""
     recent = _count(conn, "lexicon_recent") + added
-    middle = _count(conn, "lexicon_middle")
+    middle = counted = _count(conn, "lexicon_middle")
     if recent < RECENT_POSTINGS:
         _set_count(conn, "lexicon_recent", recent)
     else:
@@ -361,7 +361,8 @@ def _note_recent(conn: sqlite3.Connection, added: int) -> None:
         # deletes do not count down: once through, the rows left are counted (those
         # moved in behind the slices), so a stale count cannot start drain after drain
         middle = _exact_count(conn, "lexicon_middle") if done else middle - moved
-    _set_count(conn, "lexicon_middle", middle)
+    if middle != counted:  # most writes move nothing: no second row of `meta` rewritten
+        _set_count(conn, "lexicon_middle", middle)
 
 
 def _drain_start(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
