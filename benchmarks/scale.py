@@ -172,16 +172,12 @@ async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, A
             )
 
             # -- dedup + autolink on, into the full store -----------------------------------
-            on = Stopwatch()
-            written = written_bytes()
-            for start in range(n, n + EXTRA, args.on_batch):
-                rows = range(start, min(n + EXTRA, start + args.on_batch))
-                items = _inputs(corpus, rows, types, importance)
-                with on.time():
-                    await mem.add_many(items, namespace=NS, dedup=True, link=True)
+            on, kib = await _timed_adds(
+                mem, corpus, range(n, n + EXTRA), types, importance, args.on_batch
+            )
             out["add_on_per_s"] = EXTRA / on.total
             # includes what the checkpoints copy back, and any index save meanwhile
-            out["add_on_written_kb_per_memory"] = (written_bytes() - written) / EXTRA / 1024
+            out["add_on_written_kb_per_memory"] = kib
             out["add_on_batch"] = args.on_batch
             total = n + EXTRA
 
@@ -318,18 +314,32 @@ async def _sustained_adds(
     rng = np.random.default_rng(12)
     types = rng.choice(len(TYPES), size=count, p=TYPE_P)
     importance = rng.uniform(0.31, 1.0, size=count)
-    watch = Stopwatch()
-    written = written_bytes()
-    for start in range(0, count, batch):
-        items = _inputs(more, range(start, min(count, start + batch)), types, importance)
-        with watch.time():
-            await mem.add_many(items, namespace=NS, dedup=True, link=True)
+    watch, kib = await _timed_adds(mem, more, range(count), types, importance, batch)
     return {
         "sustained_adds": count,
         "add_sustained_per_s": count / watch.total,
-        "add_sustained_written_kb_per_memory": (written_bytes() - written) / count / 1024,
+        "add_sustained_written_kb_per_memory": kib,
         "add_sustained_slowest_batch_s": max(watch.samples),
     }
+
+
+async def _timed_adds(
+    mem: AsyncTieredMemory,
+    corpus: Corpus,
+    rows: range,
+    types: np.ndarray,
+    importance: np.ndarray,
+    batch: int,
+) -> tuple[Stopwatch, float]:
+    """`add_many` with dedup and links over the corpus rows `rows`, in batches of
+    `batch`, each call timed; with the KiB the process wrote a memory meanwhile."""
+    watch = Stopwatch()
+    written = written_bytes()
+    for start in range(rows.start, rows.stop, batch):
+        items = _inputs(corpus, range(start, min(rows.stop, start + batch)), types, importance)
+        with watch.time():
+            await mem.add_many(items, namespace=NS, dedup=True, link=True)
+    return watch, (written_bytes() - written) / len(rows) / 1024
 
 
 async def _dedup_link_agreement(
