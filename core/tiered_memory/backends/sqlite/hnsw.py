@@ -47,7 +47,7 @@ Rows = npt.NDArray[np.float32]
 # at 40, into the loaded 1M graph), but a beam of 64 built a graph of the scale
 # benchmark's 1M rows whose recall@10 was 0.90 / 0.955 at search beams 64 / 128,
 # against 0.9985 at both for 128 (the build 179 against 366 s). 24 or 32 links at 64
-# lost queries too (0.98 at 128), at 96 they built no faster than this, and a beam
+# lost queries too (0.98 at 128), at 96 they built 7-15 % faster than this, and a beam
 # growing with the graph (64 up to 250k) left the first rows' links too poor for 1M
 # (0.98): design.md, "The insert beam stays 128".
 CONNECTIVITY = 16
