@@ -6,10 +6,15 @@ whatever was being timed: our recalls and adds make garbage, the peers' searches
 from __future__ import annotations
 
 import gc
+import os
+from pathlib import Path
 
 import numpy as np
+import pytest
 
+from benchmarks import scale, synthetic
 from benchmarks.synthetic import make_corpus, more_memories
+from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock
 
 
 def test_the_corpus_texts_are_not_walked_by_the_collector() -> None:
@@ -43,3 +48,37 @@ def test_more_memories_come_from_the_corpus_clusters_and_leave_it_as_it_was() ->
     # new memories, not copies of stored ones: dedup has its usual, rare work
     assert float(np.max(more.vectors @ corpus.vectors.T)) < 0.95
     assert not set(more.texts) & set(corpus.texts)
+
+
+def test_the_cpu_ceiling_is_the_cores_over_the_cpu_a_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sustained stream's bound: with 2 cores, 1 ms of CPU a memory (every thread
+    of the process) caps it at 2,000/s, whatever the wall time said."""
+    monkeypatch.setattr(scale, "usable_cores", lambda: 2)
+    assert scale.cpu_ceiling(0.001) == pytest.approx(2_000)
+    assert scale.cpu_ceiling(0.0005) == pytest.approx(4_000)
+    assert np.isnan(scale.cpu_ceiling(0.0))
+    monkeypatch.undo()
+    assert 1 <= scale.usable_cores() <= (os.cpu_count() or 1)
+
+
+async def test_the_sustained_stream_reports_its_cpu_with_the_backlog_folded(
+    tmp_path: Path,
+) -> None:
+    """`_sustained_adds` counts the CPU of every thread, including the fold of the rows
+    the stream left buffered, and says what ceiling that puts on this machine."""
+    corpus = make_corpus(600)
+    mem = await AsyncTieredMemory.embedded(
+        tmp_path / "s.db", embedder=HashingEmbedder(synthetic.DIM), clock=ManualClock(scale.T0)
+    )
+    try:
+        out = await scale._sustained_adds(mem, corpus, 300, 100)
+        assert out["sustained_adds"] == 300
+        assert out["add_sustained_per_s"] > 0
+        cpu = out["add_sustained_cpu_ms_per_memory"]
+        assert 0 < cpu < 1_000
+        assert out["add_sustained_cpu_ceiling_per_s"] == pytest.approx(out["cores"] / (cpu / 1e3))
+        assert (await mem.stats(namespace=scale.NS)).total >= 250  # the memories landed
+    finally:
+        await mem.close()
