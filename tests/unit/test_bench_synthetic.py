@@ -1,7 +1,9 @@
 """The scale benchmark's corpus costs the garbage collector nothing: its texts are a
 tuple of strings, which the collector stops tracking at its first pass. A list of a
 million texts made every full pass walk a million pointers (~30 ms), which landed on
-whatever was being timed: our recalls and adds make garbage, the peers' searches none."""
+whatever was being timed: our recalls and adds make garbage, the peers' searches none.
+The sustained stream's memories come from the same clusters, and the stream reports the
+CPU a memory cost it, with the rate that CPU caps it at on the machine's cores."""
 
 from __future__ import annotations
 
