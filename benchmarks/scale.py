@@ -114,10 +114,18 @@ def _disk(path: Path) -> dict[str, Any]:
         conn.close()
 
 
+def _types_and_importance(
+    rng: np.random.Generator, size: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Each memory's type (by `TYPE_P`) and importance, drawn in that order from `rng`:
+    the bulk load's and the sustained stream's memories are made alike."""
+    types = rng.choice(len(TYPES), size=size, p=TYPE_P)
+    return types, rng.uniform(0.31, 1.0, size=size)
+
+
 async def _ours(n: int, corpus: Corpus, args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(11)
-    types = rng.choice(len(TYPES), size=n + EXTRA, p=TYPE_P)
-    importance = rng.uniform(0.31, 1.0, size=n + EXTRA)
+    types, importance = _types_and_importance(rng, n + EXTRA)
     # A few old, unimportant memories: the sweep archives these (low salience, aged out).
     old = np.arange(0, max(1, n // 4))
     archivable = rng.choice(old, size=min(args.archive, len(old)), replace=False)
@@ -315,9 +323,7 @@ async def _sustained_adds(
     with a drain), while an import pays all of them. Last in the run, so the store every
     other number was measured on is the same."""
     more = more_memories(corpus, count)
-    rng = np.random.default_rng(12)
-    types = rng.choice(len(TYPES), size=count, p=TYPE_P)
-    importance = rng.uniform(0.31, 1.0, size=count)
+    types, importance = _types_and_importance(np.random.default_rng(12), count)
     cpu = time.process_time()
     watch, kib = await _timed_adds(mem, more, range(count), types, importance, batch)
     # The CPU the stream cost, every thread of the process: the rows it left in the
