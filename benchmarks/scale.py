@@ -88,11 +88,11 @@ def _disk(path: Path) -> dict[str, Any]:
             "SELECT name, sum(payload) FROM dbstat GROUP BY name ORDER BY 2 DESC"
         ).fetchall()
 
-        # an active record: its row, its vector (own table since schema 3) and every
-        # index over them, whatever the indexes are called
+        # an active record: its row, its vector (own table since schema 3), its text
+        # (since schema 8) and every index over them, whatever the indexes are called
         def is_memory_object(name: str) -> bool:
             return name.startswith(
-                ("memories", "memory_vectors", "sqlite_autoindex_memories")
+                ("memories", "memory_vectors", "memory_texts", "sqlite_autoindex_memories")
             ) and not name.startswith("memories_fts")
 
         # the lexical index: FTS5 before schema 4, the per-namespace lexicon since

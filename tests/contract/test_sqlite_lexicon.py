@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.schema_7 import put_texts_back, schema_7_triggers
 from tiered_memory.backends.sqlite import lexicon as sqlite_lexicon
 from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
@@ -72,6 +73,7 @@ def _rewrite_as_version(path: Path, version: int) -> None:
     """Drop the per-namespace index and build the FTS5 index of schemas 3-4 in its place."""
     conn = sqlite3.connect(path)
     try:
+        put_texts_back(conn)
         for name in ("queue", "unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
         for table in (
@@ -331,7 +333,8 @@ def test_the_batch_path_writes_what_the_per_row_triggers_wrote(
                 conn.row_factory = None
                 try:
                     rows = conn.execute(
-                        "SELECT pk, namespace, content FROM memories ORDER BY pk"
+                        "SELECT m.pk, m.namespace, t.content FROM memories AS m "
+                        "JOIN memory_texts AS t ON t.pk = m.pk ORDER BY m.pk"
                     ).fetchall()
                     kept = _index(conn)
                 finally:
@@ -368,6 +371,7 @@ def _rewrite_as_schema_5(path: Path) -> None:
     try:
         sqlite_lexicon.register_functions(conn)
         sqlite_lexicon.merge(conn)
+        put_texts_back(conn)
         for name in ("queue", "unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
         conn.execute("DROP TABLE lexicon_recent")
@@ -396,7 +400,7 @@ async def test_a_schema_5_file_gets_the_batch_write_path(tmp_path: Path) -> None
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         assert {"memories_lexicon_queue", "memories_lexicon_unindex"} <= triggers
         assert not triggers & {"memories_lexicon_insert", "memories_lexicon_delete"}
-        assert meta["schema_version"] == str(SCHEMA_VERSION) == "7"
+        assert meta["schema_version"] == str(SCHEMA_VERSION) == "8"
         for ns in TEXTS:
             for query in ("vault code", "the codes", "piano garden"):
                 assert await _search(migrated, ns, query) == await _search(reference, ns, query)
@@ -413,14 +417,15 @@ def _copy_row(conn: sqlite3.Connection, source: str, memory_id: str, content: st
     """Insert a copy of memory `source` of namespace "a" with another id and text, by
     plain SQL (not through the store)."""
     names = [
-        str(r[1])
-        for r in conn.execute("PRAGMA table_info(memories)")
-        if r[1] not in ("pk", "id", "content")
+        str(r[1]) for r in conn.execute("PRAGMA table_info(memories)") if r[1] not in ("pk", "id")
     ]
     conn.execute(
-        f"INSERT INTO memories (id, content, {', '.join(names)}) "
-        f"SELECT ?, ?, {', '.join(names)} FROM memories WHERE namespace = 'a' AND id = ?",
-        (memory_id, content, source),
+        f"INSERT INTO memories (id, {', '.join(names)}) "
+        f"SELECT ?, {', '.join(names)} FROM memories WHERE namespace = 'a' AND id = ?",
+        (memory_id, source),
+    )
+    conn.execute(
+        "INSERT INTO memory_texts (pk, content) VALUES (last_insert_rowid(), ?)", (content,)
     )
 
 
@@ -557,16 +562,14 @@ def _rewrite_as_schema_6(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         sqlite_lexicon.register_functions(conn)
         sqlite_lexicon.merge(conn)
         conn.execute("DROP TABLE lexicon_middle")
+        put_texts_back(conn)
         with monkeypatch.context() as patch:
             patch.setattr(sqlite_lexicon, "_POSTINGS", ("lexicon_postings", "lexicon_recent"))
-            delete = sqlite_lexicon._unindex("old")
-            update = [*sqlite_lexicon._unindex("old"), *sqlite_lexicon._index("new")]
-        for name, event, body in (
-            ("unindex", "DELETE", delete),
-            ("reindex", "UPDATE OF content, namespace", update),
-        ):
+            triggers = schema_7_triggers()  # schema 6's: the same, naming two trees
+        for name in ("unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
-            conn.execute(sqlite_lexicon._trigger(f"memories_lexicon_{name}", event, body))
+        for statement in triggers:
+            conn.execute(statement)
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
         conn.commit()
     finally:
@@ -600,6 +603,7 @@ def _postings_without_lengths(path: Path) -> None:
     without the column, and its triggers (dropped here; opening recreates them)."""
     conn = sqlite3.connect(path)
     try:
+        put_texts_back(conn)  # it was a library of schema 7
         for name in ("unindex", "reindex"):
             conn.execute(f"DROP TRIGGER memories_lexicon_{name}")
         for table in ("lexicon_postings", "lexicon_middle", "lexicon_recent"):
@@ -723,5 +727,102 @@ async def test_document_frequencies_stop_at_the_cap_across_the_trees(
             finally:
                 conn.set_progress_handler(None, 1)
         assert steps < 200  # ~8 steps an entry in each of the trees before: 500+
+    finally:
+        await store.close()
+
+
+async def test_a_schema_7_file_moves_every_text_out_of_the_rows(tmp_path: Path) -> None:
+    """Opened by this library, a file of schema 7 (each text in its `memories` row) has
+    every text in `memory_texts`, byte for byte, and none left in the rows; search,
+    reads and deletes go on as in a fresh file."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    await _fill(fresh)
+    await _fill(old)
+    conn = sqlite3.connect(old)
+    try:
+        put_texts_back(conn)
+        conn.commit()
+        texts = dict(conn.execute("SELECT id, content FROM memories").fetchall())
+    finally:
+        conn.close()
+    assert sorted(texts.values()) == sorted(t for ts in TEXTS.values() for t in ts)
+
+    migrated = await SQLiteMemoryStore.open(old)
+    reference = await SQLiteMemoryStore.open(fresh)
+    try:
+        with migrated.database.read() as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(memories)")}
+            moved = dict(
+                conn.execute(
+                    "SELECT m.id, t.content FROM memories AS m "
+                    "JOIN memory_texts AS t ON t.pk = m.pk"
+                ).fetchall()
+            )
+        assert meta["schema_version"] == str(SCHEMA_VERSION)
+        assert "content" not in columns
+        assert moved == texts
+        for ns, ids in (("a", ["a0", "a1", "a2"]), ("b", ["b0", "b1", "b2"])):
+            got = await migrated.get_many(ns, ids)
+            assert {i: m.content for i, m in got.items()} == {i: texts[i] for i in ids}
+            assert await _search(migrated, ns, "vault codes") == await _search(
+                reference, ns, "vault codes"
+            )
+        _kept_equals_rebuilt(migrated)
+        assert await migrated.delete_many("b", ["b2"]) == 1
+        _kept_equals_rebuilt(migrated)
+        assert "b2" not in {i for i, _ in await _search(migrated, "b", "vault")}
+        with migrated.database.read() as conn:
+            assert conn.execute("SELECT count(*) FROM memory_texts").fetchone()[0] == 5
+    finally:
+        await migrated.close()
+        await reference.close()
+
+
+async def test_a_memorys_text_goes_with_it(tmp_path: Path) -> None:
+    """Deleting memories, or clearing a namespace or the store, leaves no text behind:
+    the rows of `memory_texts` are those of the live memories."""
+    store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+    try:
+        for ns, texts in TEXTS.items():
+            await store.put_many(ns, [_memory(f"{ns}{i}", t) for i, t in enumerate(texts)])
+
+        def orphans() -> int:
+            with store.database.read() as conn:
+                return int(
+                    conn.execute(
+                        "SELECT count(*) FROM memory_texts "
+                        "WHERE pk NOT IN (SELECT pk FROM memories)"
+                    ).fetchone()[0]
+                )
+
+        await store.delete_many("a", ["a1"])
+        assert orphans() == 0
+        await store.clear("b")
+        assert orphans() == 0
+        with store.database.read() as conn:
+            assert conn.execute("SELECT count(*) FROM memory_texts").fetchone()[0] == 2
+        await store.clear()
+        with store.database.read() as conn:
+            assert conn.execute("SELECT count(*) FROM memory_texts").fetchone()[0] == 0
+    finally:
+        await store.close()
+
+
+async def test_a_text_edited_another_way_is_indexed_again(tmp_path: Path) -> None:
+    """The library never updates a text; one edited by plain SQL on its connection is
+    unindexed and indexed again by the trigger on `memory_texts`."""
+    store = await SQLiteMemoryStore.open(tmp_path / "memory.db")
+    try:
+        await store.put_many("a", [_memory("a0", "the vault code"), _memory("a1", "a piano")])
+        with store.database.write() as conn:
+            conn.execute(
+                "UPDATE memory_texts SET content = 'a garden gate' "
+                "WHERE pk = (SELECT pk FROM memories WHERE namespace = 'a' AND id = 'a0')"
+            )
+        _kept_equals_rebuilt(store)
+        assert await _search(store, "a", "vault") == []
+        assert [i for i, _ in await _search(store, "a", "garden")] == ["a0"]
+        assert (await store.get_many("a", ["a0"]))["a0"].content == "a garden gate"
     finally:
         await store.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.schema_7 import put_texts_back
 from tiered_memory.backends.sqlite import vector_table
 from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.backends.sqlite.store import SQLiteMemoryStore
@@ -48,9 +49,10 @@ def _blob(memory: Memory) -> bytes:
 
 
 def _rewrite_as_version_2(path: Path) -> None:
-    """Put the vectors back inline in `memories.embedding`, as schema 2 kept them."""
+    """Put the vectors (and texts) back inline in `memories`, as schema 2 kept them."""
     conn = sqlite3.connect(path)
     try:
+        put_texts_back(conn)
         conn.execute("ALTER TABLE memories ADD COLUMN embedding BLOB")
         conn.execute(
             "UPDATE memories SET embedding = "

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.matrix import MemoryFactory
+from tests.schema_7 import put_texts_back
 from tiered_memory import AsyncTieredMemory, HashingEmbedder, ManualClock, Memory
 from tiered_memory.archive import (
     decode_document,
@@ -162,6 +163,7 @@ def _rewrite_as_version_1(path: Path, records: list[ArchiveRecord]) -> None:
     """Turn the file's archive table back into the schema-1 layout, with these rows."""
     conn = sqlite3.connect(path)
     try:
+        put_texts_back(conn)
         conn.execute("DROP TABLE archives")
         conn.execute("DROP TABLE archives_strings")
         conn.execute(OLD_ARCHIVES)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.matrix import MemoryFactory
+from tests.schema_7 import put_texts_back
 from tiered_memory import HashingEmbedder, ManualClock, Policy, TieredMemory
 from tiered_memory.backends.sqlite.migrations import SCHEMA_VERSION
 from tiered_memory.models import MemoryType, Tier
@@ -396,10 +397,12 @@ def test_the_backfill_keeps_each_record_s_calibrated_score(
 
 
 def _as_version_3(path: Path) -> None:
-    """Turn the file back into schema version 3: no archival journal, no flag columns."""
+    """Turn the file back into schema version 3: no archival journal, no flag columns,
+    the texts in `memories`."""
     _as_before_flags(path)
     conn = sqlite3.connect(path)
     try:
+        put_texts_back(conn)
         conn.execute("DROP TRIGGER memories_archival_delete")
         conn.execute("DROP TABLE archival")
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")

@@ -48,13 +48,13 @@ from tiered_memory.ports import SearchFilter, Vector
 
 from .ann import FLOAT16_ERROR
 from .file_memo import FileState
-from .memory_columns import EMBEDDING, ID, NAMES, TIER, columns
+from .memory_columns import EMBEDDING, ID, NAMES, TEXT_JOIN, TIER, columns
 from .sql import json_ints, search_filter_sql
 from .vectors import unit_rows
 
 _PK = len(NAMES)  # the pk's place in a row read here
-# Each memory joined to its vector: memories without one are left out.
-_FROM = "memories AS m JOIN memory_vectors AS v ON v.pk = m.pk"
+# Each memory joined to its vector (memories without one are left out) and its text.
+_FROM = f"memories AS m JOIN memory_vectors AS v ON v.pk = m.pk{TEXT_JOIN}"
 # Whole rows (`memories.memory_of` reads them), the embedding at its place: the
 # search's hits are among these rows, so the hits need no second read by id (at 100k,
 # 0.13 of a k=10 vector search's 0.68 ms went to that second read).
@@ -63,7 +63,7 @@ _COLUMNS = columns("m", True) + ", m.pk"
 # undecoded). Both end with the pk (`memory_of` ignores extra columns): the scores of a
 # set for ranking are the graph's, looked up by pk, and a wider search of the same
 # query keeps the rows read already (`GraphCandidates.read`, `reuse`).
-_LIGHT_COLUMNS = ", ".join("NULL" if n == "embedding" else f"m.{n}" for n in NAMES) + ", m.pk"
+_LIGHT_COLUMNS = columns("m", True).replace("v.embedding", "NULL") + ", m.pk"
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ def _read_light(
 ) -> tuple[list[Any], tuple[float, ...]]:
     """`_read` without the vectors: the rows, and the graph's cosines `approximate`
     (one per key) as their scores."""
-    rows = _rows(conn, ns, keys, filters, f"SELECT {_LIGHT_COLUMNS} FROM memories AS m")
+    rows = _rows(conn, ns, keys, filters, f"SELECT {_LIGHT_COLUMNS} FROM memories AS m{TEXT_JOIN}")
     if not rows:
         return [], ()
     score_of = dict(zip(keys.tolist(), approximate.tolist(), strict=True))

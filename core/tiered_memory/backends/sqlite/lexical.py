@@ -27,7 +27,7 @@ from . import lexicon
 from .database import SQLiteDatabase, file_state
 from .locator import RowLocator
 from .memories import memory_of
-from .memory_columns import ID, TIER, columns
+from .memory_columns import ID, TEXT_JOIN, TIER, columns
 from .sql import IN_JSON, json_list, search_filter_sql, tier_values
 
 # Texts one lexical search may score with BM25 (~1.5 us each): in a bigger store only
@@ -119,7 +119,7 @@ class LexicalSearch:
                 rows.update(
                     (row[-1], row)
                     for row in conn.execute(
-                        f"SELECT {_ROW}, m.pk FROM memories AS m "
+                        f"SELECT {_ROW}, m.pk FROM memories AS m{TEXT_JOIN} "
                         "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
                         (json.dumps(unread), ns),
                     )
@@ -234,7 +234,8 @@ class _Passing:
         cursor.row_factory = None  # plain tuples: kept for the next phase (graph_candidates)
         if self.upto == 0:  # the first batch, whole (`whole`)
             rows = cursor.execute(
-                f"SELECT {_ROW}, m.pk {join}WHERE m.namespace = ?{where}", (wanted, ns, *params)
+                f"SELECT {_ROW}, m.pk {join}{TEXT_JOIN} WHERE m.namespace = ?{where}",
+                (wanted, ns, *params),
             ).fetchall()
             self.whole.update((row[-1], row) for row in rows)
             found = [(row[-1], row[TIER], row[ID]) for row in rows]

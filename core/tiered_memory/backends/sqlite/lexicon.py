@@ -96,44 +96,69 @@ _COUNT_KEYS = {
 # starts at
 _DRAIN_KEY = "lexicon_middle_drain"
 
-_NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {row}.namespace)"
+_NS = "(SELECT id FROM lexicon_namespaces WHERE namespace = {ns})"
 _POSTINGS = ("lexicon_postings", "lexicon_middle", "lexicon_recent")
 
 
-def _index(row: str) -> list[str]:
-    """Index one row (the update trigger's second half)."""
+class _Row(NamedTuple):
+    """A trigger's row as SQL expressions: its pk, namespace and text. The text is in
+    `memory_texts` and the namespace in `memories` (schema 8), so a trigger on one
+    table reads the other by pk."""
+
+    pk: str
+    namespace: str
+    content: str
+
+
+def _memory_row(row: str) -> _Row:
+    """`row` ('new' or 'old') of a trigger on `memories`."""
+    return _Row(
+        f"{row}.pk", f"{row}.namespace", f"(SELECT content FROM memory_texts WHERE pk = {row}.pk)"
+    )
+
+
+def _text_row(row: str) -> _Row:
+    """`row` of a trigger on `memory_texts`."""
+    return _Row(
+        f"{row}.pk", f"(SELECT namespace FROM memories WHERE pk = {row}.pk)", f"{row}.content"
+    )
+
+
+def _index(row: _Row) -> list[str]:
+    """Index one row (the update triggers' second half)."""
     return [
         f"""INSERT INTO lexicon_namespaces (namespace, documents, tokens)
-            VALUES ({row}.namespace, 1, tm_length({row}.content))
+            VALUES ({row.namespace}, 1, tm_length({row.content}))
             ON CONFLICT (namespace) DO UPDATE
             SET documents = documents + 1, tokens = tokens + excluded.tokens""",
         f"""INSERT INTO lexicon_documents (pk, length)
-            VALUES ({row}.pk, tm_length({row}.content))""",
+            VALUES ({row.pk}, tm_length({row.content}))""",
         f"""INSERT INTO lexicon_recent (ns, term, pk, tf, length)
-            SELECT {_NS.format(row=row)}, j.key, {row}.pk, j.value, tm_length({row}.content)
-            FROM json_each(tm_terms({row}.content)) AS j""",
+            SELECT {_NS.format(ns=row.namespace)}, j.key, {row.pk}, j.value,
+            tm_length({row.content})
+            FROM json_each(tm_terms({row.content})) AS j""",
     ]
 
 
-def _unindex(row: str) -> list[str]:
+def _unindex(row: _Row) -> list[str]:
     """Unindex one row, if it was indexed (a queued row was not)."""
     return [
         f"""UPDATE lexicon_namespaces SET documents = documents - 1,
-            tokens = tokens - (SELECT length FROM lexicon_documents WHERE pk = {row}.pk)
-            WHERE namespace = {row}.namespace
-            AND EXISTS (SELECT 1 FROM lexicon_documents WHERE pk = {row}.pk)""",
+            tokens = tokens - (SELECT length FROM lexicon_documents WHERE pk = {row.pk})
+            WHERE namespace = {row.namespace}
+            AND EXISTS (SELECT 1 FROM lexicon_documents WHERE pk = {row.pk})""",
         *(
-            f"""DELETE FROM {table} WHERE ns = {_NS.format(row=row)} AND pk = {row}.pk
-            AND term IN (SELECT key FROM json_each(tm_terms({row}.content)))"""
+            f"""DELETE FROM {table} WHERE ns = {_NS.format(ns=row.namespace)} AND pk = {row.pk}
+            AND term IN (SELECT key FROM json_each(tm_terms({row.content})))"""
             for table in _POSTINGS
         ),
-        f"DELETE FROM lexicon_documents WHERE pk = {row}.pk",
+        f"DELETE FROM lexicon_documents WHERE pk = {row.pk}",
     ]
 
 
-def _trigger(name: str, event: str, statements: Sequence[str]) -> str:
+def _trigger(name: str, event: str, statements: Sequence[str], table: str = "memories") -> str:
     body = ";\n".join(statements)
-    return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON memories BEGIN\n{body};\nEND"
+    return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON {table} BEGIN\n{body};\nEND"
 
 
 def _postings_table(name: str) -> str:
@@ -183,23 +208,39 @@ SCHEMA = [
     _trigger("memories_lexicon_queue", "INSERT", [f"SELECT {QUEUE_FUNCTION}(new.pk)"]),
 ]
 # The triggers that name every postings tree: created with the tables, and created
-# again by `replace_triggers` when a file of schema 6 (two trees) is opened.
-_TREE_TRIGGERS = {
-    "memories_lexicon_unindex": ("DELETE", _unindex("old")),
+# again by `replace_triggers` when a file of schema 6 (two trees) or 7 (the text in
+# `memories`) is opened. A deleted memory's text goes last, after the postings that
+# are found by tokenizing it (one trigger: SQLite does not promise an order between
+# two). The text is never updated by the library; the update triggers keep an edit
+# made some other way on a connection of the library indexed.
+_TREE_TRIGGERS: dict[str, tuple[str, str, list[str]]] = {
+    "memories_lexicon_unindex": (
+        "memories",
+        "DELETE",
+        [*_unindex(_memory_row("old")), "DELETE FROM memory_texts WHERE pk = old.pk"],
+    ),
     "memories_lexicon_reindex": (
-        "UPDATE OF content, namespace",
-        [*_unindex("old"), *_index("new")],
+        "memories",
+        "UPDATE OF namespace",
+        [*_unindex(_memory_row("old")), *_index(_memory_row("new"))],
+    ),
+    "memory_texts_lexicon_reindex": (
+        "memory_texts",
+        "UPDATE OF content",
+        [*_unindex(_text_row("old")), *_index(_text_row("new"))],
     ),
 }
-SCHEMA += [_trigger(name, event, body) for name, (event, body) in _TREE_TRIGGERS.items()]
+SCHEMA += [
+    _trigger(name, event, body, table) for name, (table, event, body) in _TREE_TRIGGERS.items()
+]
 
 
 def replace_triggers(conn: sqlite3.Connection) -> None:
     """Create the triggers that delete a memory's postings again, naming every tree
     (a file of schema 6 has them for two; `CREATE IF NOT EXISTS` keeps old ones)."""
-    for name, (event, body) in _TREE_TRIGGERS.items():
+    for name, (table, event, body) in _TREE_TRIGGERS.items():
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-        conn.execute(_trigger(name, event, body))
+        conn.execute(_trigger(name, event, body, table))
 
 
 # The FTS5 index of schema 3 and earlier, whose statistics spanned every namespace.
@@ -282,7 +323,8 @@ def index_queued(
     rows: list[tuple[int, str, str]] = [(pk, *known[pk]) for pk in fresh] if known else []
     if rest:
         rows += conn.execute(
-            f"SELECT m.pk, m.namespace, m.content FROM memories AS m WHERE m.pk {IN_JSON} "
+            f"SELECT m.pk, m.namespace, t.content FROM memories AS m "
+            f"JOIN memory_texts AS t ON t.pk = m.pk WHERE m.pk {IN_JSON} "
             "AND NOT EXISTS (SELECT 1 FROM lexicon_documents AS d WHERE d.pk = m.pk) "
             "ORDER BY m.pk",
             (json.dumps(rest),),
@@ -467,7 +509,8 @@ def rebuild(conn: sqlite3.Connection) -> int:
     try:
         conn.execute(
             f"INSERT INTO {_REINDEX} (pk, namespace, terms, length) "
-            "SELECT pk, namespace, tm_terms(content), tm_length(content) FROM memories"
+            "SELECT m.pk, m.namespace, tm_terms(t.content), tm_length(t.content) "
+            "FROM memories AS m JOIN memory_texts AS t ON t.pk = m.pk"
         )
         conn.execute(
             "INSERT INTO lexicon_namespaces (namespace, documents, tokens) "

@@ -1,7 +1,8 @@
 """The live memories of the embedded store: the `memories` table and its rows.
 
 A row holds a memory's columns (its embedding is in `memory_vectors`, one row per
-memory that has one, written in the same transaction); every statement filters by
+memory that has one, and its text in `memory_texts`, each written in the same
+transaction; `memory_columns`); every statement filters by
 namespace in its own WHERE clause. Reads build `Memory` objects straight from the rows
 this store wrote (`memory_of`), without validating them again.
 """
@@ -29,18 +30,22 @@ from tiered_memory.validation import check_id, check_importance, check_namespace
 from . import lexicon
 from .bulk import insert_rows
 from .database import SQLiteDatabase
-from .memory_columns import EMBEDDING, FIELDS, NAMES, columns
+from .memory_columns import CONTENT, EMBEDDING, FIELDS, NAMES, TEXT_JOIN, columns
 from .sql import IN_JSON, json_list
 from .vector_table import VectorTable, batch_dimension, from_blob, to_blob
 
 # `_row` builds rows in `FIELDS` order; the embedding (position _EMBEDDING) goes to
-# `memory_vectors` (schema 3), the other columns to `memories`.
+# `memory_vectors` (schema 3), the text (position _CONTENT) to `memory_texts` (schema
+# 8), the other columns to `memories`.
 _NAMES = NAMES
 _EMBEDDING = EMBEDDING
-_ROW_FIELDS = FIELDS.replace(" embedding,", "")
+_CONTENT = CONTENT
+assert _CONTENT < _EMBEDDING  # `insert` slices the row around both
+_ROW_FIELDS = FIELDS.replace(" embedding,", "").replace(" content,", "")
 # Rows go in with their pks given (`MemoryTable.insert`), as multi-row statements (`bulk`).
 _INSERT = f"INSERT INTO memories (pk, {_ROW_FIELDS})"
 _INSERT_WIDTH = _ROW_FIELDS.count(",") + 2
+_INSERT_TEXT = "INSERT INTO memory_texts (pk, content)"
 _INSERT_VECTOR = "INSERT INTO memory_vectors (pk, embedding)"
 _MAX_PK = (1 << 63) - 1
 VECTOR_JOIN = " LEFT JOIN memory_vectors AS v ON v.pk = m.pk"
@@ -258,8 +263,14 @@ class MemoryTable:
         insert_rows(
             conn,
             _INSERT,
-            [(pk, *r[:_EMBEDDING], *r[_EMBEDDING + 1 :]) for pk, r in zip(pks, rows, strict=True)],
+            [
+                (pk, *r[:_CONTENT], *r[_CONTENT + 1 : _EMBEDDING], *r[_EMBEDDING + 1 :])
+                for pk, r in zip(pks, rows, strict=True)
+            ],
             _INSERT_WIDTH,
+        )
+        insert_rows(
+            conn, _INSERT_TEXT, [(pk, r[_CONTENT]) for pk, r in zip(pks, rows, strict=True)], 2
         )
         lexicon.index_queued(
             conn,
@@ -282,7 +293,7 @@ class MemoryTable:
         conn: sqlite3.Connection, ns: str, ids: Sequence[str], with_embeddings: bool
     ) -> dict[str, Memory]:
         sql = (
-            f"SELECT {columns('m', with_embeddings)} FROM memories AS m"
+            f"SELECT {columns('m', with_embeddings)} FROM memories AS m{TEXT_JOIN}"
             f"{VECTOR_JOIN if with_embeddings else ''} "
             f"WHERE m.namespace = ? AND m.id {IN_JSON}"
         )
@@ -475,7 +486,7 @@ class MemoryTable:
             rows = {
                 row[-1]: row
                 for row in conn.execute(
-                    f"SELECT {columns('m', False)}, m.pk FROM memories AS m "
+                    f"SELECT {columns('m', False)}, m.pk FROM memories AS m{TEXT_JOIN} "
                     "WHERE m.pk IN (SELECT value FROM json_each(?)) AND +m.namespace = ?",
                     (json.dumps(wanted), ns),
                 )

@@ -36,6 +36,10 @@ Versions:
    already there, and the triggers that fill it). A search takes a NULL length from
    `lexicon_documents`, so postings written by a library without the column (which
    names its columns) still rank the same.
+8. the memories' texts in `memory_texts`, out of the `memories` rows (`migrate_v7`),
+   which a sweep rewrites when it moves them between tiers. The lexicon's triggers
+   that read the text are created again to read it there. A library of schema 7
+   would insert memories without their text, so it must refuse the file.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from tiered_memory.models import ArchiveRecord
 from . import lexicon, schema, tier_rows
 from .archive_rows import FLAGS_UNKNOWN, UPSERT, archive_row
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Columns added to the archive table after it was first laid out (NULL in the rows
 # before), with schema version 4: `add_columns` adds them to older files, by presence,
@@ -78,7 +82,8 @@ def upgrade(conn: sqlite3.Connection, path: str) -> None:
         if row is not None and int(row[0]) < 3:
             migrate_v2(conn)
         add_columns(conn)  # by presence: also a version-4 file written before them
-        if row is not None and int(row[0]) < 7:
+        migrate_v7(conn)  # by presence, before anything reads the texts
+        if row is not None and int(row[0]) < 8:
             lexicon.replace_triggers(conn)
         lexicon.ensure_lengths(conn)  # by presence, before a rebuild writes lengths
         lexicon.ensure_current(conn)
@@ -153,3 +158,29 @@ def add_columns(conn: sqlite3.Connection) -> list[str]:
         f"WHERE {FLAGS_UNKNOWN}"
     )
     return added
+
+
+def migrate_v7(conn: sqlite3.Connection) -> int:
+    """Move the `memories.content` texts of a file of schema 7 or earlier into
+    `memory_texts`, byte for byte, and drop the column; returns the texts moved.
+
+    As `migrate_v2`: the column is dropped (the table rewritten once) so no reader
+    sees a stale copy. SQLite refuses to drop a column a trigger names, so the
+    triggers on `memories` that read the text (the lexicon's, and those of the FTS5
+    index before schema 5, which `lexicon.ensure_current` replaces) are dropped first;
+    the caller creates the lexicon's again (`lexicon.replace_triggers`).
+    """
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(memories)")}
+    if "content" not in columns:
+        return 0
+    moved = conn.execute(
+        "INSERT INTO memory_texts (pk, content) SELECT pk, content FROM memories ORDER BY pk"
+    ).rowcount
+    naming = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memories' "
+        "AND sql LIKE '%content%'"
+    ).fetchall()
+    for (name,) in naming:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.execute("ALTER TABLE memories DROP COLUMN content")
+    return int(moved)

@@ -61,6 +61,7 @@ from .archives import ArchiveTable
 from .database import DEFAULT_BUSY_TIMEOUT, SQLiteDatabase
 from .lexical import DEFAULT_LEXICAL_ROWS, LexicalSearch
 from .memories import VECTOR_JOIN, MemoryTable, ids_in, memory_of
+from .memory_columns import TEXT_JOIN
 from .pending import PendingOriginals
 from .sql import IN_JSON, json_list, placeholders, tier_values
 from .sweep import SweepReads
@@ -400,10 +401,11 @@ class SQLiteMemoryStore:
         with self._db.snapshot() as conn:  # live and archived counts of one moment
             rows = conn.execute(
                 "SELECT m.tier, count(*), "
-                "sum(length(CAST(m.content AS BLOB)) + coalesce(length(v.embedding), 0) "
+                "sum(length(CAST(t.content AS BLOB)) + coalesce(length(v.embedding), 0) "
                 "+ length(CAST(m.metadata AS BLOB))), "
                 "sum(m.pinned), sum(m.core), sum(m.do_not_inject) "
-                f"FROM memories AS m{VECTOR_JOIN} WHERE m.namespace = ? GROUP BY m.tier",
+                f"FROM memories AS m{TEXT_JOIN}{VECTOR_JOIN} WHERE m.namespace = ? "
+                "GROUP BY m.tier",
                 (ns,),
             ).fetchall()
             archived = conn.execute(
@@ -487,7 +489,8 @@ class SQLiteMemoryStore:
         with self._db.write() as conn:
             if namespace is None:
                 conn.execute("DELETE FROM memories")
-                conn.execute("DELETE FROM memory_vectors")  # the trigger did; no orphans
+                conn.execute("DELETE FROM memory_vectors")  # the triggers did; no orphans
+                conn.execute("DELETE FROM memory_texts")
                 conn.execute("DELETE FROM archival")  # likewise
                 conn.execute("DELETE FROM archives")
                 conn.execute("DELETE FROM pending_originals")

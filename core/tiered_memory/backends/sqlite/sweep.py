@@ -36,7 +36,7 @@ from tiered_memory.validation import check_k, check_namespace
 from . import tier_rows
 from .database import READ_CACHE_KIB, SQLiteDatabase
 from .memories import MemoryTable, memory_of
-from .memory_columns import columns
+from .memory_columns import TEXT_JOIN, columns
 from .sql import IN_JSON, json_list, scan_sql, tier_values
 from .vector_table import VectorTable
 
@@ -161,8 +161,10 @@ class SweepReads:
         columns: str,
         params: Sequence[Any] = (),
         id_of: Callable[[Any], str] = itemgetter(0),
+        join: str = "",
     ) -> list[Any]:
-        """Rows of `columns` matching `query`, ordered by id (`id_of` a row).
+        """Rows of `columns` matching `query`, ordered by id (`id_of` a row); `join`
+        adds the tables they name beside `memories AS m` (`TEXT_JOIN`).
 
         One query per tier: each can walk its (namespace, tier, ...) index, where a
         `tier IN (...)` query would scan the whole namespace in id order. Merging the
@@ -177,9 +179,9 @@ class SweepReads:
             partial = _partial_index(query, part)
             implied = f" AND {partial[1]}" if partial and partial[0] in index else ""
             sql = (
-                f"SELECT {columns} FROM memories AS m{index} "
-                f"WHERE namespace = ? AND tier = {tier_literal(part)}{where}{implied} "
-                "ORDER BY id LIMIT ?"
+                f"SELECT {columns} FROM memories AS m{index}{join} "
+                f"WHERE m.namespace = ? AND m.tier = {tier_literal(part)}{where}{implied} "
+                "ORDER BY m.id LIMIT ?"
             )
             rows.extend(conn.execute(sql, (*params, ns, *where_params, query.limit)))
         if len(parts) > 1:
@@ -193,7 +195,9 @@ class SweepReads:
             return []
         await self._db.gate()
         with self._db.snapshot() as conn:  # a memory changing tier meanwhile is seen once
-            rows = self._pages(conn, ns, query, columns("m", False), id_of=itemgetter("id"))
+            rows = self._pages(
+                conn, ns, query, columns("m", False), id_of=itemgetter("id"), join=TEXT_JOIN
+            )
         return [memory_of(row, False) for row in rows]
 
     def _tuples(
