@@ -826,3 +826,52 @@ async def test_a_text_edited_another_way_is_indexed_again(tmp_path: Path) -> Non
         assert (await store.get_many("a", ["a0"]))["a0"].content == "a garden gate"
     finally:
         await store.close()
+
+
+async def test_a_converted_schema_7_file_keeps_its_rows_as_compact_as_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    """The rows without their texts take the pages of a fresh file's, not the pages the
+    texts took: a sweep's move rewrites every page of the rows it moves."""
+    text = " ".join(f"word{i}" for i in range(60))
+    batch = [_memory(f"m{i}", f"{text} {i}") for i in range(500)]
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    for path in (fresh, old):
+        store = await SQLiteMemoryStore.open(path)
+        await store.put_many("a", batch)
+        await store.close()
+    conn = sqlite3.connect(old)
+    try:
+        put_texts_back(conn)
+        conn.commit()
+    finally:
+        conn.close()
+
+    def pages(path: Path) -> int:
+        with sqlite3.connect(path) as conn:
+            return int(
+                conn.execute("SELECT count(*) FROM dbstat WHERE name = 'memories'").fetchone()[0]
+            )
+
+    with_texts = pages(old)
+    await (await SQLiteMemoryStore.open(old)).close()
+    assert pages(old) <= pages(fresh) + 1 < with_texts
+    migrated = await SQLiteMemoryStore.open(old)
+    try:
+        got = await migrated.get_many("a", ["m0", "m499"])
+        assert got["m499"].content == f"{text} 499"
+        with migrated.database.read() as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            objects = conn.execute(_OBJECTS).fetchall()
+        with sqlite3.connect(fresh) as conn:
+            assert [tuple(r) for r in objects] == conn.execute(_OBJECTS).fetchall()
+    finally:
+        await migrated.close()
+
+
+# the file's tables, indexes and triggers, as SQLite keeps their definitions (but the
+# quotes SQLite puts around a renamed table's name)
+_OBJECTS = (
+    "SELECT type, name, tbl_name, replace(sql, 'TABLE \"memories\"', 'TABLE memories') "
+    "FROM sqlite_master ORDER BY type, name"
+)

@@ -11,6 +11,40 @@ from __future__ import annotations
 from . import ann, lexicon, tier_rows
 from .events import EVENTS, EVENTS_INDEX
 
+
+def memories_table(name: str) -> str:
+    """The `memories` table under `name` (`migrations.migrate_v7` builds it anew as
+    another name and renames it)."""
+    # `pk` is the integer key the lexical index points at; (namespace, id) is the real
+    # key. Timestamps are integer microseconds since the Unix epoch, UTC: exact and
+    # ordered. The text is beside, in `memory_texts` (below).
+    return f"""CREATE TABLE IF NOT EXISTS {name} (
+        pk INTEGER PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        memory_type TEXT NOT NULL,
+        tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cold')),
+        importance REAL NOT NULL,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        core INTEGER NOT NULL DEFAULT 0,
+        do_not_inject INTEGER NOT NULL DEFAULT 0,
+        superseded_by TEXT,
+        consolidated_from TEXT NOT NULL DEFAULT '[]',
+        source TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{{}}',
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        last_accessed_at INTEGER,
+        last_used_at INTEGER NOT NULL,
+        use_count INTEGER NOT NULL DEFAULT 0,
+        use_days TEXT NOT NULL DEFAULT '[]',
+        uses_since_cold INTEGER NOT NULL DEFAULT 0,
+        cold_since INTEGER,
+        tier_changed_at INTEGER,
+        UNIQUE (namespace, id)
+    )"""
+
+
 # One compact row per archived memory (layout and encodings: `archive_rows`). WITHOUT
 # ROWID: the (namespace, id) key is the table itself, no second index repeats the id.
 # The memory's flags (`do_not_inject`, `superseded`) came with version 4: NULL is "not
@@ -80,33 +114,7 @@ STATEMENTS = [
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     ) WITHOUT ROWID""",
-    # `pk` is the integer key the FTS index points at; (namespace, id) is the real key.
-    # Timestamps are integer microseconds since the Unix epoch, UTC: exact and ordered.
-    """CREATE TABLE IF NOT EXISTS memories (
-        pk INTEGER PRIMARY KEY,
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        memory_type TEXT NOT NULL,
-        tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cold')),
-        importance REAL NOT NULL,
-        pinned INTEGER NOT NULL DEFAULT 0,
-        core INTEGER NOT NULL DEFAULT 0,
-        do_not_inject INTEGER NOT NULL DEFAULT 0,
-        superseded_by TEXT,
-        consolidated_from TEXT NOT NULL DEFAULT '[]',
-        source TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        last_accessed_at INTEGER,
-        last_used_at INTEGER NOT NULL,
-        use_count INTEGER NOT NULL DEFAULT 0,
-        use_days TEXT NOT NULL DEFAULT '[]',
-        uses_since_cold INTEGER NOT NULL DEFAULT 0,
-        cold_since INTEGER,
-        tier_changed_at INTEGER,
-        UNIQUE (namespace, id)
-    )""",
+    memories_table("memories"),
     # A memory's embedding (little-endian float32), keyed by its `memories.pk`; no row
     # when it has none. Kept out of `memories` so the rows the sweep reads and rewrites
     # (tier moves) are about 0.6 KB instead of 2.1 KB at 384-d: moving 100k rows rewrote
