@@ -170,8 +170,8 @@ def migrate_v7(conn: sqlite3.Connection) -> int:
     for 125 MB of rows), and a sweep's move still rewrote all of them. The new table is
     written in pk order (pks kept), the old one dropped with its indexes and triggers,
     and those created again from `schema` (the caller runs `lexicon.replace_triggers`
-    next). The old pages go to the file's free list, for its next writes. About 11 s
-    at 1M memories, once.
+    next). The old pages go to the file's free list, for its next writes. 20 s once
+    for the 1M store of `benchmarks/scale.py` (2-core EPYC).
     """
     columns = [str(row[1]) for row in conn.execute("PRAGMA table_info(memories)")]
     if "content" not in columns:
