@@ -875,3 +875,38 @@ _OBJECTS = (
     "SELECT type, name, tbl_name, replace(sql, 'TABLE \"memories\"', 'TABLE memories') "
     "FROM sqlite_master ORDER BY type, name"
 )
+
+
+async def test_a_failed_conversion_leaves_the_schema_7_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversion runs in the opening transaction: failing after the table was
+    built again, it leaves the file of schema 7 whole, and the next open converts it."""
+    path = tmp_path / "old.db"
+    await _fill(path)
+    conn = sqlite3.connect(path)
+    try:
+        put_texts_back(conn)
+        conn.commit()
+        before = conn.execute(_OBJECTS).fetchall()
+        texts = dict(conn.execute("SELECT id, content FROM memories").fetchall())
+    finally:
+        conn.close()
+
+    def broken(conn: sqlite3.Connection) -> None:
+        raise RuntimeError("the disk is gone")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_lexicon, "replace_triggers", broken)
+        with pytest.raises(Exception, match="the disk is gone"):
+            await SQLiteMemoryStore.open(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(_OBJECTS).fetchall() == before
+        assert dict(conn.execute("SELECT id, content FROM memories").fetchall()) == texts
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        got = await store.get_many("a", ["a0", "a1", "a2"])
+        assert {i: m.content for i, m in got.items()} == {i: texts[i] for i in got}
+        assert len(got) == 3
+    finally:
+        await store.close()
