@@ -955,6 +955,67 @@ async def test_a_search_reads_the_candidates_that_may_rank_and_the_rest_when_nee
         await store.close()
 
 
+async def test_a_search_for_ranking_reads_the_graph_s_k_best_and_the_rest_when_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`exact_scores=False` ranks on the graph's cosines themselves, so no candidate
+    below the k-th of them can rank: one search reads the rows of the graph's k best
+    (and of any candidate tied with the k-th), not the float16 error's margin an exact
+    search re-scores. When the filters hide some of them it reads the rest. Answers are
+    the graph's k best by its own cosines among the rows that pass, ties by id."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        batch = _with_copies(300)
+        await store.put_many(NS, batch)
+        await _search(store, _queries(seed=5)[0])
+        _index(store).fold()  # the graph answers (the buffer is scanned exactly)
+        read: list[int] = []
+        real = graph_candidates._read_light
+
+        def counted(conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object) -> object:
+            read.append(int(keys.size))
+            return real(conn, ns, keys, *rest)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(graph_candidates, "_read_light", counted)
+
+        async def ranked(q: np.ndarray, k: int) -> list[tuple[str, float]]:
+            found = await store.vector_search(NS, q, tiers=LIVE_TIERS, k=k, exact_scores=False)
+            return [(s.memory.id, s.score) for s in found]
+
+        with sqlite3.connect(tmp_path / "a.db") as conn:
+            id_of = dict(conn.execute("SELECT pk, id FROM memories").fetchall())
+
+        def graph_best(q: np.ndarray, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
+            unit = (q / np.linalg.norm(q))[None, :]
+            (keys,), (scores,) = _index(store).search_scored(unit, 300)
+            pairs = [(id_of[int(p)], float(s)) for p, s in zip(keys, scores, strict=True)]
+            pairs = [p for p in pairs if p[0] not in hidden]
+            return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
+
+        k = 3
+        queries = np.concatenate([_queries(5), _vector(batch[50])[None, :]])
+        for n, q in enumerate(queries):
+            read.clear()
+            got = await ranked(q, k)
+            assert len(read) == 1
+            if n < len(queries) - 1:
+                assert read == [k]
+            else:  # the rows are copies: the candidates tied with the k-th are read too
+                assert read[0] >= 6
+            assert got == graph_best(q, k, frozenset())
+
+        # the best rows hidden: the first read cannot answer, the rest is read
+        q = _queries()[0]
+        best = [i for i, _ in await ranked(q, k)]
+        await store.patch_many(NS, best, MemoryPatch(do_not_inject=True))
+        read.clear()
+        got = await ranked(q, k)
+        assert len(read) == 2
+        assert got == graph_best(q, k, frozenset(best))
+    finally:
+        await store.close()
+
+
 DEDUP = SearchFilter(include_forgotten=True, include_superseded=True)  # what add_many asks
 
 
