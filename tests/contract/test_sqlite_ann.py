@@ -891,6 +891,8 @@ async def test_an_unchanged_file_s_small_reads_are_not_repeated_and_a_write_rene
         await _search(store, query)  # the index is loaded and caught up
         statements, _ = await _statements_of_search(store, _queries()[1], LIVE_TIERS)
         assert not [s for s in statements if any(r in s for r in _SMALL_READS)]
+        # the state is asked once: the hits are the rows of the state they ranked in
+        assert len([s for s in statements if "data_version" in s]) == 1
 
         hot = frozenset({Tier.HOT})
         before = await _search(store, query, tiers=hot)

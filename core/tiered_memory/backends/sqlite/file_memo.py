@@ -44,6 +44,11 @@ class FileMemo:
             self._conn, self._state, self._values = conn, state, {}
         return state
 
+    def last(self) -> FileState | None:
+        """The state the latest `state()` took, without asking the file again: for a
+        step of the same call that must see what that call saw."""
+        return self._state
+
     def get(self, state: FileState, key: Hashable, read: Callable[[], T]) -> T:
         """`read()`, kept under `key` while the file stays in `state` (a `state()` of
         the caller's own call); read afresh when the memo has moved to another."""
