@@ -909,6 +909,27 @@ async def test_an_unchanged_file_s_small_reads_are_not_repeated_and_a_write_rene
         await store.close()
 
 
+async def _graph_counting_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> tuple[SQLiteMemoryStore, list[Memory], list[int]]:
+    """A store of `_with_copies(300)` answered by its graph (folded), and the number of
+    candidates each call of `graph_candidates.<reader>` reads from the file."""
+    store = await _open(tmp_path / "a.db")
+    batch = _with_copies(300)
+    await store.put_many(NS, batch)
+    await _search(store, _queries(seed=5)[0])
+    _index(store).fold()  # the graph answers (the buffer is scanned exactly)
+    read: list[int] = []
+    real = getattr(graph_candidates, reader)
+
+    def counted(conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object) -> object:
+        read.append(int(keys.size))
+        return real(conn, ns, keys, *rest)
+
+    monkeypatch.setattr(graph_candidates, reader, counted)
+    return store, batch, read
+
+
 async def test_a_search_reads_the_candidates_that_may_rank_and_the_rest_when_needed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -916,20 +937,8 @@ async def test_a_search_reads_the_candidates_that_may_rank_and_the_rest_when_nee
     could place them among its k best; when the filters or the tiers leave too few of
     those (or a later phase asks for other tiers), it reads the rest. Answers stay a
     scan's, ties at every rank included."""
-    store = await _open(tmp_path / "a.db")
+    store, batch, read = await _graph_counting_reads(tmp_path, monkeypatch, "_read")
     try:
-        batch = _with_copies(300)
-        await store.put_many(NS, batch)
-        await _search(store, _queries(seed=5)[0])
-        _index(store).fold()  # the graph answers (the buffer is scanned exactly)
-        read: list[int] = []
-        real = graph_candidates._read
-
-        def counted(conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object) -> object:
-            read.append(int(keys.size))
-            return real(conn, ns, keys, *rest)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(graph_candidates, "_read", counted)
         k = 3
         queries = np.concatenate([_queries(5), _vector(batch[50])[None, :]])
         for n, q in enumerate(queries):
@@ -965,20 +974,8 @@ async def test_a_search_for_ranking_reads_the_graph_s_k_best_and_the_rest_when_n
     (and of any candidate tied with the k-th), not the float16 error's margin an exact
     search re-scores. When the filters hide some of them it reads the rest. Answers are
     the graph's k best by its own cosines among the rows that pass, ties by id."""
-    store = await _open(tmp_path / "a.db")
+    store, batch, read = await _graph_counting_reads(tmp_path, monkeypatch, "_read_light")
     try:
-        batch = _with_copies(300)
-        await store.put_many(NS, batch)
-        await _search(store, _queries(seed=5)[0])
-        _index(store).fold()  # the graph answers (the buffer is scanned exactly)
-        read: list[int] = []
-        real = graph_candidates._read_light
-
-        def counted(conn: sqlite3.Connection, ns: str, keys: np.ndarray, *rest: object) -> object:
-            read.append(int(keys.size))
-            return real(conn, ns, keys, *rest)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(graph_candidates, "_read_light", counted)
 
         async def ranked(q: np.ndarray, k: int) -> list[tuple[str, float]]:
             found = await store.vector_search(NS, q, tiers=LIVE_TIERS, k=k, exact_scores=False)
