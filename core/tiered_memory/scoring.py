@@ -55,6 +55,17 @@ def resolve_fusion_weights(
         raise ValidationError(str(e)) from None
 
 
+Bounds = tuple[float, float] | None
+
+
+def bounds(values: Sequence[float | None]) -> Bounds:
+    """(lowest, highest) of the present values, what `min_max` normalises them over;
+    None when none is present. Two candidate sets with the same bounds for every signal
+    give each candidate they share the same normalised terms."""
+    present = [v for v in values if v is not None]
+    return (min(present), max(present)) if present else None
+
+
 def min_max(values: Sequence[float | None]) -> list[float]:
     """Normalise present values to [0, 1]; missing values are 0.
 
@@ -153,6 +164,42 @@ def score_terms(
             "recency": float(r),
             "half_life_days": float(h),
             "frequency": float(freq),
+            "tier_factor": float(factor),
+            "score": float(score),
+        },
+    )
+
+
+def rescored(
+    terms: ScoreTerms,
+    tier: Tier,
+    policy: Policy,
+    *,
+    relevance: float,
+    cosine: float = 0.0,
+    vector: float = 0.0,
+    lexical: float = 0.0,
+    graph: float = 0.0,
+) -> ScoreTerms:
+    """`terms` (what `score_terms` gave a memory of `tier` at some `now`) with another
+    relevance, as `score_terms` would give them at that `now`: the decay terms and the
+    cue bonus (already in `relevance`) depend on the memory and the query alone, so
+    only the relevance's terms and the final score change. A ranking that normalises
+    over a grown candidate set (the context phase) rescores its earlier hits this way."""
+    score, factor = final_score(relevance, terms.retention, terms.frequency, tier, policy.scoring)
+    return filled(
+        ScoreTerms,
+        {
+            "cosine": float(cosine),
+            "vector": float(vector),
+            "lexical": float(lexical),
+            "graph": float(graph),
+            "cues": terms.cues,
+            "relevance": float(relevance),
+            "retention": terms.retention,
+            "recency": terms.recency,
+            "half_life_days": terms.half_life_days,
+            "frequency": terms.frequency,
             "tier_factor": float(factor),
             "score": float(score),
         },
