@@ -595,17 +595,16 @@ class Retriever:
             if prior is not None and same_scale:
                 hits.append(prior)  # the same signals over the same bounds
                 continue
+            signals = {
+                "cosine": cand.cosine or 0.0,
+                "vector": nv[i],
+                "lexical": nl[i],
+                "graph": ng[i],
+            }
             if prior is not None:
                 relevance[i] += prior.terms.cues
                 terms = rescored(
-                    prior.terms,
-                    m.tier,
-                    self.policy,
-                    relevance=relevance[i],
-                    cosine=cand.cosine or 0.0,
-                    vector=nv[i],
-                    lexical=nl[i],
-                    graph=ng[i],
+                    prior.terms, m.tier, self.policy, relevance=relevance[i], **signals
                 )
             else:
                 bonus = (
@@ -621,15 +620,7 @@ class Retriever:
                 )
                 relevance[i] += bonus
                 terms = score_terms(
-                    m,
-                    now,
-                    self.policy,
-                    relevance=relevance[i],
-                    cosine=cand.cosine or 0.0,
-                    vector=nv[i],
-                    lexical=nl[i],
-                    graph=ng[i],
-                    cues=bonus,
+                    m, now, self.policy, relevance=relevance[i], cues=bonus, **signals
                 )
             score = terms.score
             # Reached through an association: linked, and not found on its own merits.

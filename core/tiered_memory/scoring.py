@@ -148,25 +148,12 @@ def score_terms(
         r, h = decay.memory_recency(memory, now, dp)
         ret = decay.retention_from_recency(r, decay.floor_for(memory, dp))
     freq = decay.frequency(memory.use_count, dp.frequency_saturation)
-    score, factor = final_score(relevance, ret, freq, memory.tier, policy.scoring)
-    # Built without a second validation (`models.filled`): a recall scores ~150
-    # candidates, and validating each one's terms cost more than computing them.
-    return filled(
-        ScoreTerms,
-        {
-            "cosine": float(cosine),
-            "vector": float(vector),
-            "lexical": float(lexical),
-            "graph": float(graph),
-            "cues": float(cues),
-            "relevance": float(relevance),
-            "retention": float(ret),
-            "recency": float(r),
-            "half_life_days": float(h),
-            "frequency": float(freq),
-            "tier_factor": float(factor),
-            "score": float(score),
-        },
+    return _terms(
+        (r, h, ret, freq),
+        memory.tier,
+        policy,
+        relevance=relevance,
+        signals=(cosine, vector, lexical, graph, cues),
     )
 
 
@@ -186,7 +173,31 @@ def rescored(
     cue bonus (already in `relevance`) depend on the memory and the query alone, so
     only the relevance's terms and the final score change. A ranking that normalises
     over a grown candidate set (the context phase) rescores its earlier hits this way."""
-    score, factor = final_score(relevance, terms.retention, terms.frequency, tier, policy.scoring)
+    return _terms(
+        (terms.recency, terms.half_life_days, terms.retention, terms.frequency),
+        tier,
+        policy,
+        relevance=relevance,
+        signals=(cosine, vector, lexical, graph, terms.cues),
+    )
+
+
+def _terms(
+    decay_terms: tuple[float, float, float, float],
+    tier: Tier,
+    policy: Policy,
+    *,
+    relevance: float,
+    signals: tuple[float, float, float, float, float],
+) -> ScoreTerms:
+    """The `ScoreTerms` of (recency, half-life, retention, frequency) and a relevance
+    (with the signals behind it: cosine, vector, lexical, graph, cues).
+
+    Built without a second validation (`models.filled`): a recall scores ~150
+    candidates, and validating each one's terms cost more than computing them."""
+    r, h, ret, freq = decay_terms
+    cosine, vector, lexical, graph, cues = signals
+    score, factor = final_score(relevance, ret, freq, tier, policy.scoring)
     return filled(
         ScoreTerms,
         {
@@ -194,12 +205,12 @@ def rescored(
             "vector": float(vector),
             "lexical": float(lexical),
             "graph": float(graph),
-            "cues": terms.cues,
+            "cues": float(cues),
             "relevance": float(relevance),
-            "retention": terms.retention,
-            "recency": terms.recency,
-            "half_life_days": terms.half_life_days,
-            "frequency": terms.frequency,
+            "retention": float(ret),
+            "recency": float(r),
+            "half_life_days": float(h),
+            "frequency": float(freq),
             "tier_factor": float(factor),
             "score": float(score),
         },
