@@ -83,9 +83,10 @@ class CandidatePool:
 @dataclass
 class Ranking:
     """A ranking's hits, with the bounds each signal was normalised over (`scale`:
-    vector, lexical, graph; `scoring.bounds`). A later ranking of the same pool with
-    more candidates but the same scale gives every candidate they share the same
-    terms, so it takes those hits as they are (`Retriever.rank`, `earlier`)."""
+    vector, lexical, graph; `scoring.bounds`). A later ranking of the same pool, grown,
+    takes from these hits what does not depend on the other candidates (decay terms,
+    cue bonus), and the hits themselves while the scale stands: the same signals over
+    the same bounds give the same terms (`Retriever.rank`, `earlier`)."""
 
     hits: list[Hit]
     scale: tuple[Bounds, Bounds, Bounds]
