@@ -6,7 +6,6 @@ order (ties included)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -54,13 +53,13 @@ def _view(hits: list[Hit]) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def chat(mem: TieredMemory, clock: ManualClock) -> Iterator[TieredMemory]:
+def chat(mem: TieredMemory, clock: ManualClock) -> TieredMemory:
     """The conversation, with a few of its turns archived (their summaries rank too)."""
     _converse(mem, clock)
     turns = mem.search("wedding Lisbon Porto painting lessons", namespace="chat", k=6)
     assert mem.archive([h.memory.id for h in turns], namespace="chat") == len(turns)
     clock.advance(timedelta(days=1))
-    yield mem
+    return mem
 
 
 def _searches(chat: TieredMemory) -> list[list[tuple[Any, ...]]]:
@@ -134,4 +133,6 @@ def test_the_second_ranking_scores_only_what_joined(
         else:
             assert count["rescored"] == len(ranking.hits) - len(joined)
             moved += 1
-    assert kept and moved  # the data above keeps the bounds for some queries, not all
+    # the data above keeps the bounds for some queries, not all
+    assert kept
+    assert moved
