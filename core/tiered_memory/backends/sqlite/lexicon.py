@@ -67,6 +67,7 @@ from tiered_memory.lexicon import (
 )
 
 from .bulk import insert_flat, insert_rows
+from .memory_columns import TEXT_JOIN
 from .sql import IN_JSON
 
 TERMS_FUNCTION = "tm_terms"
@@ -323,8 +324,8 @@ def index_queued(
     rows: list[tuple[int, str, str]] = [(pk, *known[pk]) for pk in fresh] if known else []
     if rest:
         rows += conn.execute(
-            f"SELECT m.pk, m.namespace, t.content FROM memories AS m "
-            f"JOIN memory_texts AS t ON t.pk = m.pk WHERE m.pk {IN_JSON} "
+            f"SELECT m.pk, m.namespace, t.content FROM memories AS m{TEXT_JOIN} "
+            f"WHERE m.pk {IN_JSON} "
             "AND NOT EXISTS (SELECT 1 FROM lexicon_documents AS d WHERE d.pk = m.pk) "
             "ORDER BY m.pk",
             (json.dumps(rest),),
@@ -510,7 +511,7 @@ def rebuild(conn: sqlite3.Connection) -> int:
         conn.execute(
             f"INSERT INTO {_REINDEX} (pk, namespace, terms, length) "
             "SELECT m.pk, m.namespace, tm_terms(t.content), tm_length(t.content) "
-            "FROM memories AS m JOIN memory_texts AS t ON t.pk = m.pk"
+            f"FROM memories AS m{TEXT_JOIN}"
         )
         conn.execute(
             "INSERT INTO lexicon_namespaces (namespace, documents, tokens) "
