@@ -789,6 +789,32 @@ async def test_cosines_of_lexical_hits_come_from_the_index_while_the_file_is_unc
         await store.close()
 
 
+async def test_the_cosines_of_the_last_lexical_hits_survive_a_full_locator(
+    tmp_path: Path,
+) -> None:
+    """The locator is bounded; a lexical search whose notes filled it must still find
+    its own hits' rows there. It was cleared mid-note, which sent one recall in ~30
+    at 1M memories to read its lexical hits' vectors from the file (20-80 ms)."""
+    store = await _open(tmp_path / "a.db")
+    try:
+        await store.put_many(NS, _memories(300))
+        query = _queries()[0]
+        await _search(store, query, k=5)
+        store._vectors.locator._capacity = 50  # a few searches fill it
+        for start in range(4):  # the fourth note crosses 50 after 30 of its 40 rows
+            words = " ".join(str(i) for i in range(start, 200, 5))
+            hits = await store.lexical_search(NS, words, tiers=LIVE_TIERS, k=40)
+        ids = [h.memory.id for h in hits]
+        assert len(ids) == 40
+        other = _queries()[1]  # not the searched one: no graph candidates to take from
+        with traced(store) as statements:
+            cosines = await store.cosines(NS, other, ids)
+        assert set(cosines) == set(ids)
+        assert not [s for s in statements if "memory_vectors" in s]
+    finally:
+        await store.close()
+
+
 async def test_a_vector_search_reads_its_hits_once_and_never_a_stale_row(
     tmp_path: Path,
 ) -> None:
