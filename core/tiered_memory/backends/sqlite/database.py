@@ -8,8 +8,9 @@ Durability: the file runs in WAL mode with `synchronous=FULL`, so a write whose
 transaction has committed survives a process crash or a power loss. `busy_timeout`
 lets several processes share the file; a writer waits up to that long for another
 one to finish, and only then gets a `BackendUnavailableError`. Committed pages reach
-the main file at checkpoints: SQLite's own (every `WAL_CHECKPOINT_PAGES`), and ours
-after a sweep and on close (`checkpoint`). An empty file is refused, not initialised.
+the main file at checkpoints: a thread's of its own (`checkpointer`, every
+`CHECKPOINT_PAGES`; SQLite's own inline one is the backstop), and ours after a sweep
+and on close (`checkpoint`). An empty file is refused, not initialised.
 
 Concurrency: one connection, guarded by a re-entrant lock. Async methods run their
 SQL inline under the lock, with no `await` inside the critical section. SQLite calls
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from tiered_memory.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
-from . import lexicon, migrations
+from . import checkpointer, lexicon, migrations
 from .sql import register_functions
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,6 @@ READ_CACHE_KIB = 65_536
 # took 4 of its 5 s to open. A larger file is checked by `tiered-memory verify`, and a
 # damaged page it reads later still fails with a typed error (`translate_error`).
 VERIFY_MAX_BYTES = 512 << 20
-WAL_CHECKPOINT_PAGES = 10_000  # 40 MB of WAL at 4 KB pages before a checkpoint
 
 
 # RETURNING (3.35): the sweep's bulk moves; UPDATE ... FROM (3.33).
@@ -273,6 +273,14 @@ class SQLiteDatabase:
         self._tx: _Transaction | None = None
         self._rollback_listeners: list[Callable[[], None]] = []
         self._commit_listeners: list[Callable[[], None]] = []
+        self.checkpointer: checkpointer.Checkpointer | None = None
+
+    def _start_checkpointer(self, page_size: int, busy_timeout: float) -> None:
+        """Checkpoint on a thread of its own (`checkpointer`), told of every commit."""
+        self.checkpointer = checkpointer.Checkpointer(
+            self.path, page_size=page_size, busy_timeout=busy_timeout
+        )
+        self.on_commit(self.checkpointer.committed)
 
     @classmethod
     async def open(
@@ -347,11 +355,18 @@ class SQLiteDatabase:
             # call (5x slower per row at 100k memories). Writes still go through the WAL.
             conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             conn.execute(f"PRAGMA cache_size = {-READ_CACHE_KIB}")
-            # Every recall writes use counts and co-recall links (~50 pages at 20 items),
-            # so the default checkpoint every 1,000 WAL pages stalled one recall in ~20
-            # (a 10k-memory recall loop: p95 35 -> 22 ms with 20,000). Rarer checkpoints
-            # also copy fewer pages in all, since a page written often is copied once.
-            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+            # Checkpoints run on a thread of their own (`checkpointer`), every
+            # `CHECKPOINT_PAGES` of WAL; SQLite's own, inline in a commit, is the backstop.
+            # Every recall writes use counts and co-recall links (~50 pages at 20 items):
+            # the default inline checkpoint every 1,000 WAL pages stalled one recall in
+            # ~20, and at 10,000 one in a few hundred at 1M memories, for 120-150 ms.
+            # Rare checkpoints also copy fewer pages in all (a page written often is
+            # copied once).
+            if not read_only and not in_memory:
+                page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+                conn.execute(f"PRAGMA journal_size_limit = {checkpointer.KEEP_PAGES * page}")
+                backstop = checkpointer.CHECKPOINT_PAGES * checkpointer.BACKSTOP_FACTOR
+                conn.execute(f"PRAGMA wal_autocheckpoint = {backstop}")
             conn.execute("PRAGMA foreign_keys = ON")
             if verify:
                 problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
@@ -366,7 +381,10 @@ class SQLiteDatabase:
             if isinstance(e, sqlite3.Error):
                 raise translate_error(e, path) from e
             raise
-        return cls(path, conn, queue)
+        database = cls(path, conn, queue)
+        if not read_only and not in_memory and not in_place:
+            database._start_checkpointer(page, busy_timeout)
+        return database
 
     @classmethod
     def _create(cls, path: Path, busy_timeout: float) -> None:
@@ -585,9 +603,9 @@ class SQLiteDatabase:
         all of them were copied.
 
         Until a checkpoint, commits live only in the `-wal` file: a copy of the main
-        file alone, or a lost `-wal`, would miss them. SQLite checkpoints by itself
-        every `WAL_CHECKPOINT_PAGES` pages (rarely, to keep recalls fast) and when the
-        last connection closes; this is for the points in between that matter: after
+        file alone, or a lost `-wal`, would miss them. A thread checkpoints every
+        `checkpointer.CHECKPOINT_PAGES` pages (`Checkpointer`), SQLite when the last
+        connection closes; this is for the points in between that matter: after
         a sweep, and when this connection closes while others stay open. PASSIVE: it
         never waits, so a reader of another process holding an old snapshot only
         leaves the newest pages for the next checkpoint.
@@ -620,6 +638,8 @@ class SQLiteDatabase:
 
     def close_blocking(self) -> None:
         """`close` from a thread of its own (no event loop)."""
+        if self.checkpointer is not None:
+            self.checkpointer.close()  # a checkpoint under way ends first
         with self.lock:
             if self._conn is not None:
                 with contextlib.suppress(BackendUnavailableError):
