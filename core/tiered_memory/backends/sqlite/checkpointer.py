@@ -58,7 +58,8 @@ class Checkpointer:
         self._wake = threading.Event()
         self._stopping = False
         self._idle = threading.Condition()
-        self._pending = False
+        self._asked = 0  # checkpoints asked for (`committed`), and the last one answered
+        self._answered = 0
         self._next_try = 0.0
         self.checkpoints = 0  # completed by this thread (tests, telemetry)
         self._thread = threading.Thread(
@@ -75,7 +76,7 @@ class Checkpointer:
             return  # no log file (yet): nothing to copy
         if size >= self._trigger and time.monotonic() >= self._next_try and not self._stopping:
             with self._idle:
-                self._pending = True
+                self._asked += 1
             self._wake.set()
 
     @property
@@ -83,9 +84,9 @@ class Checkpointer:
         return self._thread.is_alive()
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Wait until no checkpoint is asked for or running (tests, close)."""
+        """Wait until every checkpoint asked for so far has run (tests)."""
         with self._idle:
-            return self._idle.wait_for(lambda: not self._pending, timeout)
+            return self._idle.wait_for(lambda: self._answered >= self._asked, timeout)
 
     def close(self) -> None:
         """Stop the thread (a checkpoint under way finishes first) and close its
@@ -100,29 +101,32 @@ class Checkpointer:
         try:
             while True:
                 self._wake.wait()
-                self._wake.clear()
+                self._wake.clear()  # a commit from here on wakes it again
                 if self._stopping:
                     return
+                with self._idle:
+                    asked = self._asked
                 if conn is None:
                     conn = self._connect()
                 if conn is not None:
                     self._checkpoint(conn)
                 with self._idle:
-                    self._pending = False
+                    self._answered = asked
                     self._idle.notify_all()
         finally:
             if conn is not None:
                 conn.close()
             with self._idle:
-                self._pending = False
+                self._answered = self._asked
                 self._idle.notify_all()
 
     def _connect(self) -> sqlite3.Connection | None:
         try:
             conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
             conn.execute("PRAGMA synchronous = FULL")  # as the store's own connection
-        except sqlite3.Error as e:
-            log.warning("tiered-memory: no background checkpoints for %s: %s", self._path, e)
+        except sqlite3.Error as e:  # SQLite's inline checkpoint (the backstop) still runs
+            log.warning("tiered-memory: no background checkpoint for %s yet: %s", self._path, e)
+            self._next_try = time.monotonic() + RETRY_SECONDS
             return None
         return conn
 
