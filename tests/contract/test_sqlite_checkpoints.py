@@ -5,8 +5,8 @@ recalls, and `add_many`'s commits up to 435 ms)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,14 +20,14 @@ from tiered_memory.models import Memory
 
 NS = "ns"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-TRIGGER = 64  # pages: a few dozen memories
-KEEP = 8
+TRIGGER = 16  # pages: one batch of `_memories(BATCH)` writes more (~33)
+BATCH = 100
+BACKSTOP = TRIGGER * checkpointer.BACKSTOP_FACTOR
 
 
 @pytest.fixture(autouse=True)
 def small_log(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checkpointer, "CHECKPOINT_PAGES", TRIGGER)
-    monkeypatch.setattr(checkpointer, "KEEP_PAGES", KEEP)
     monkeypatch.setattr(checkpointer, "RETRY_SECONDS", 0.0)
 
 
@@ -47,16 +47,16 @@ def _memories(n: int, start: int = 0) -> list[Memory]:
     ]
 
 
-def _wal_pages(path: Path) -> int:
-    return os.stat(f"{path}-wal").st_size // 4096
-
-
-async def _fill(store: SQLiteMemoryStore, path: Path, start: int) -> int:
-    """Write batches until the log passes the trigger; returns the next free index."""
-    while _wal_pages(path) < TRIGGER:
-        await store.put_many(NS, _memories(20, start))
-        start += 20
-    return start
+def _frames(path: Path) -> int:
+    """The log's last frame (`mxFrame`), from another connection's view of it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        with open(f"{path}-shm", "rb") as index:
+            return int.from_bytes(index.read(20)[16:20], sys.byteorder)
+    finally:
+        conn.close()
 
 
 async def test_a_thread_checkpoints_the_log_and_no_commit_does(tmp_path: Path) -> None:
@@ -68,15 +68,15 @@ async def test_a_thread_checkpoints_the_log_and_no_commit_does(tmp_path: Path) -
         assert worker.running
         with store.database.read() as conn:
             inline = int(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        assert inline == TRIGGER * checkpointer.BACKSTOP_FACTOR  # SQLite's: a backstop
-        start = await _fill(store, path, 0)
+        assert inline == BACKSTOP  # SQLite's own: the backstop
+        await store.put_many(NS, _memories(BATCH))
+        assert TRIGGER <= _frames(path) < BACKSTOP  # past the trigger, not the backstop
         assert worker.wait_idle()
-        assert worker.checkpoints >= 1
-        # the log was copied whole: the next commit restarts it, cut back to KEEP
-        # pages before its own are written
-        await store.put_many(NS, _memories(1, start))
-        assert _wal_pages(path) < TRIGGER // 2
-        assert len(await store.list_ids(NS)) == start + 1
+        assert worker.checkpoints == 1
+        assert worker.uncopied() == 0  # every frame is in the main file
+        await store.put_many(NS, _memories(1, BATCH))  # restarts the log from its start
+        assert _frames(path) < TRIGGER
+        assert len(await store.list_ids(NS)) == BATCH + 1
     finally:
         await store.close()
     assert not worker.running
@@ -97,15 +97,17 @@ async def test_a_reader_holding_the_log_delays_the_checkpoint_and_fails_nothing(
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM memories").fetchone()  # holds a snapshot
-        start = await _fill(store, path, 5)
+        await store.put_many(NS, _memories(BATCH, 5))
         assert worker.wait_idle()
         assert worker.checkpoints == 0
+        assert worker.uncopied() > 0
         reader.execute("COMMIT")
         reader.close()
-        await store.put_many(NS, _memories(20, start))
+        await store.put_many(NS, _memories(1, 5 + BATCH))  # short of the backstop
         assert worker.wait_idle()
-        assert worker.checkpoints >= 1
-        assert len(await store.list_ids(NS)) == start + 20
+        assert worker.checkpoints == 1
+        assert worker.uncopied() == 0
+        assert len(await store.list_ids(NS)) == 6 + BATCH
     finally:
         await store.close()
 
@@ -123,7 +125,7 @@ async def test_closing_stops_the_thread_and_checkpoints_what_is_left(tmp_path: P
     ]
     assert left == []
     wal = Path(f"{path}-wal")
-    assert not wal.exists() or _wal_pages(path) == 0  # noqa: ASYNC240
+    assert not wal.exists() or wal.stat().st_size == 0  # noqa: ASYNC240
     again = await SQLiteMemoryStore.open(path)
     try:
         assert len(await again.list_ids(NS)) == 3

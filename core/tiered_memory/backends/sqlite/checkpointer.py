@@ -8,12 +8,16 @@ sustained adds). The copy needs no lock a reader or writer of this process holds
 PASSIVE checkpoint on a second connection runs beside them (SQLite releases the GIL
 for it), and the commits go on appending to the WAL meanwhile.
 
-When: the connection's `journal_size_limit` is set below the trigger, so the WAL file
-is cut back to it each time SQLite restarts the log after a complete checkpoint; its
-size on disk then says how much was written since that restart. After each commit the
-store compares it with the trigger (one `stat`); past it, this thread checkpoints.
-The committing connection keeps SQLite's own checkpoint as a backstop at a multiple of
-the trigger, for when this thread falls behind or a long reader holds the log.
+When: after each commit the store reads how many frames the log holds that no
+checkpoint has copied yet, from the header of the wal-index (the `-shm` file, which
+every connection to the file maps: `mxFrame` and the checkpoint's `nBackfill`, at the
+offsets of sqlite.org/walformat.html; a format every SQLite version sharing a file
+must agree on). One 100-byte `pread`, no lock: a torn read only moves one wake-up.
+Past `CHECKPOINT_PAGES`, this thread checkpoints. The committing connection keeps
+SQLite's own checkpoint as a backstop at a multiple of the trigger, for when this
+thread falls behind, a reader holds the log, or the wal-index cannot be read. The
+log file itself is left as SQLite keeps it: reused from its start after a complete
+checkpoint, never cut back (the kernel zeroes each new page of a growing file).
 """
 
 from __future__ import annotations
@@ -21,39 +25,41 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import time
 
 log = logging.getLogger(__name__)
 
-# Pages of WAL (4 KB each) written since its last restart that start a checkpoint here.
+# Frames (pages) of WAL not yet copied that start a checkpoint here.
 CHECKPOINT_PAGES = 10_000
 # What SQLite's own checkpoint, inline in a commit, waits for: this thread's backstop.
 BACKSTOP_FACTOR = 4
-# The WAL file's size after a restart: below the trigger, so that its size tells, and
-# large enough that the log's usual writes reuse its blocks instead of growing the file
-# again (the kernel zeroes each new page of a file).
-KEEP_PAGES = CHECKPOINT_PAGES // 2
+# The wal-index header (walformat.html, native byte order): `WalIndexHdr.mxFrame`, the
+# last valid frame, and after the header's two 48-byte copies `WalCkptInfo.nBackfill`,
+# the frames already copied into the main file.
+_MX_FRAME = 16
+_N_BACKFILL = 96
 # A checkpoint that could not copy everything (a reader holds an old snapshot) is tried
 # again after this long at the earliest, not after every commit.
 RETRY_SECONDS = 0.5
 
 
 class Checkpointer:
-    """Checkpoints the WAL of the file at `path` on a thread of its own when the
-    log passes `pages` pages (`committed` tells it a commit happened)."""
+    """Checkpoints the WAL of the file at `path` on a thread of its own when more
+    than `pages` of its frames wait to be copied (`committed` tells it a commit
+    happened)."""
 
     def __init__(
         self,
         path: str,
         *,
-        page_size: int,
         pages: int | None = None,
         busy_timeout: float = 5.0,
     ) -> None:
         self._path = path
-        self._wal = f"{path}-wal"
-        self._trigger = (CHECKPOINT_PAGES if pages is None else pages) * page_size
+        self._index: int | None = None  # the `-shm` file, opened at the first commit
+        self._trigger = CHECKPOINT_PAGES if pages is None else pages
         self._busy_timeout = busy_timeout
         self._wake = threading.Event()
         self._stopping = False
@@ -68,16 +74,30 @@ class Checkpointer:
         self._thread.start()
 
     def committed(self) -> None:
-        """After a commit: wake the thread when the log is past the trigger. One
-        `stat` (a few microseconds); never waits."""
-        try:
-            size = os.stat(self._wal).st_size
-        except OSError:
-            return  # no log file (yet): nothing to copy
-        if size >= self._trigger and time.monotonic() >= self._next_try and not self._stopping:
+        """After a commit: wake the thread when the log's uncopied frames are past the
+        trigger. One read of a few microseconds; never waits."""
+        waiting = self.uncopied()
+        if waiting is None or waiting < self._trigger or self._stopping:
+            return
+        if time.monotonic() >= self._next_try:
             with self._idle:
                 self._asked += 1
             self._wake.set()
+
+    def uncopied(self) -> int | None:
+        """Frames of the log no checkpoint has copied yet, or None when the wal-index
+        cannot be read (then SQLite's own checkpoint, the backstop, does the work)."""
+        try:
+            if self._index is None:
+                self._index = os.open(f"{self._path}-shm", os.O_RDONLY)
+            header = os.pread(self._index, _N_BACKFILL + 4, 0)
+        except OSError:
+            return None
+        if len(header) < _N_BACKFILL + 4:
+            return None
+        last: int = struct.unpack_from("=I", header, _MX_FRAME)[0]
+        copied: int = struct.unpack_from("=I", header, _N_BACKFILL)[0]
+        return max(0, last - copied)
 
     @property
     def running(self) -> bool:
@@ -95,6 +115,9 @@ class Checkpointer:
         self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
+        if self._index is not None:
+            os.close(self._index)
+            self._index = None
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None

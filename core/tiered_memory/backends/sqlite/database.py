@@ -275,11 +275,9 @@ class SQLiteDatabase:
         self._commit_listeners: list[Callable[[], None]] = []
         self.checkpointer: checkpointer.Checkpointer | None = None
 
-    def _start_checkpointer(self, page_size: int, busy_timeout: float) -> None:
+    def _start_checkpointer(self, busy_timeout: float) -> None:
         """Checkpoint on a thread of its own (`checkpointer`), told of every commit."""
-        self.checkpointer = checkpointer.Checkpointer(
-            self.path, page_size=page_size, busy_timeout=busy_timeout
-        )
+        self.checkpointer = checkpointer.Checkpointer(self.path, busy_timeout=busy_timeout)
         self.on_commit(self.checkpointer.committed)
 
     @classmethod
@@ -363,8 +361,6 @@ class SQLiteDatabase:
             # Rare checkpoints also copy fewer pages in all (a page written often is
             # copied once).
             if not read_only and not in_memory:
-                page = int(conn.execute("PRAGMA page_size").fetchone()[0])
-                conn.execute(f"PRAGMA journal_size_limit = {checkpointer.KEEP_PAGES * page}")
                 backstop = checkpointer.CHECKPOINT_PAGES * checkpointer.BACKSTOP_FACTOR
                 conn.execute(f"PRAGMA wal_autocheckpoint = {backstop}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -383,7 +379,7 @@ class SQLiteDatabase:
             raise
         database = cls(path, conn, queue)
         if not read_only and not in_memory and not in_place:
-            database._start_checkpointer(page, busy_timeout)
+            database._start_checkpointer(busy_timeout)
         return database
 
     @classmethod
