@@ -40,9 +40,13 @@ BACKSTOP_FACTOR = 4
 # the frames already copied into the main file.
 _MX_FRAME = 16
 _N_BACKFILL = 96
-# A checkpoint that could not copy everything (a reader holds an old snapshot) is tried
-# again after this long at the earliest, not after every commit.
-RETRY_SECONDS = 0.5
+# A checkpoint that could not copy everything (commits kept coming, or a reader holds
+# an old snapshot) is tried again by the thread after this long, until the log is
+# copied whole: only then does the next write restart the log from its start. Left to
+# the next commit past the trigger, a burst of writes left a log of up to the
+# backstop's size behind it, and readers read their pages from it (a 1M recall loop
+# after 6,000 adds: 15.5k frames in the log, p95 37 against 31 ms once it was copied).
+RETRY_SECONDS = 0.1
 
 
 class Checkpointer:
@@ -121,18 +125,22 @@ class Checkpointer:
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
+        retry: float | None = None  # after a partial checkpoint: try again by itself
         try:
             while True:
-                self._wake.wait()
+                woken = self._wake.wait(retry)
                 self._wake.clear()  # a commit from here on wakes it again
                 if self._stopping:
                     return
+                if not woken and not self.uncopied():
+                    retry = None  # copied whole meanwhile (SQLite's backstop, a close)
+                    continue
                 with self._idle:
                     asked = self._asked
                 if conn is None:
                     conn = self._connect()
-                if conn is not None:
-                    self._checkpoint(conn)
+                whole = conn is not None and self._checkpoint(conn)
+                retry = None if whole else RETRY_SECONDS
                 with self._idle:
                     self._answered = asked
                     self._idle.notify_all()
@@ -153,7 +161,8 @@ class Checkpointer:
             return None
         return conn
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+    def _checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """One PASSIVE checkpoint; True when it copied the whole log."""
         try:
             busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as e:  # the next commit past the trigger tries again
@@ -162,5 +171,8 @@ class Checkpointer:
         if not busy and frames == copied:
             self.checkpoints += 1
             self._next_try = 0.0
-        else:  # a reader holds part of the log: not after every commit
-            self._next_try = time.monotonic() + RETRY_SECONDS
+            return True
+        # a reader holds part of the log, or commits came meanwhile: the thread tries
+        # again after RETRY_SECONDS, and commits do not wake it before that
+        self._next_try = time.monotonic() + RETRY_SECONDS
+        return False
