@@ -165,7 +165,7 @@ class Checkpointer:
         """One PASSIVE checkpoint; True when it copied the whole log."""
         try:
             busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error as e:  # the next commit past the trigger tries again
+        except sqlite3.Error as e:  # counted as partial: the thread tries again
             log.debug("tiered-memory: background checkpoint of %s failed: %s", self._path, e)
             busy, frames, copied = 1, -1, 0
         if not busy and frames == copied:
