@@ -69,6 +69,14 @@ def _copied(worker: checkpointer.Checkpointer) -> None:
     assert worker.uncopied() == 0
 
 
+def _stopped(worker: checkpointer.Checkpointer) -> None:
+    """Wait (up to 5 s) until the thread has ended."""
+    deadline = time.monotonic() + 5.0
+    while worker.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not worker.running
+
+
 async def test_a_thread_checkpoints_the_log_and_no_commit_does(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     store = await SQLiteMemoryStore.open(path)
@@ -143,6 +151,38 @@ async def test_a_partial_checkpoint_is_finished_without_another_commit(
         reader.close()
         _copied(worker)
         assert worker.checkpoints == 1
+    finally:
+        await store.close()
+
+
+async def test_a_thread_that_fails_says_so_and_the_backstop_takes_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unexpected error inside the thread ends it with a record in the library's
+    log (not a bare traceback on stderr, which a service's logging never sees), and
+    the writes go on: SQLite's inline checkpoint, the backstop, copies the log."""
+
+    def broken(self: checkpointer.Checkpointer, conn: sqlite3.Connection) -> bool:
+        raise RuntimeError("a bug in the checkpoint thread")
+
+    monkeypatch.setattr(checkpointer.Checkpointer, "_checkpoint", broken)
+    path = tmp_path / "a.db"
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        worker = store.database.checkpointer
+        assert worker is not None
+        with caplog.at_level("ERROR", logger=checkpointer.__name__):
+            await store.put_many(NS, _memories(BATCH))
+            assert worker.wait_idle()
+            _stopped(worker)
+        failed = [r for r in caplog.records if r.name == checkpointer.__name__]
+        assert len(failed) == 1
+        assert failed[0].exc_info is not None
+        assert "a bug in the checkpoint thread" in str(failed[0].exc_info[1])
+        for start in range(BATCH, 5 * BATCH, BATCH):  # past the backstop
+            await store.put_many(NS, _memories(BATCH, start))
+        assert _frames(path) < BACKSTOP  # SQLite's own checkpoint restarted the log
+        assert len(await store.list_ids(NS)) == 5 * BATCH
     finally:
         await store.close()
 

@@ -18,6 +18,9 @@ SQLite's own checkpoint as a backstop at a multiple of the trigger, for when thi
 thread falls behind, a reader holds the log, or the wal-index cannot be read. The
 log file itself is left as SQLite keeps it: reused from its start after a complete
 checkpoint, never cut back (the kernel zeroes each new page of a growing file).
+An unexpected error ends the thread with a record in the library's log (a bare
+thread traceback goes to stderr, which a service's logging never sees); the backstop
+then does the work.
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ class Checkpointer:
                 with self._idle:
                     self._answered = asked
                     self._idle.notify_all()
+        except Exception:  # a bug: said in the host's log; SQLite's backstop goes on
+            log.exception("tiered-memory: the checkpoint thread of %s stopped", self._path)
         finally:
             if conn is not None:
                 conn.close()
