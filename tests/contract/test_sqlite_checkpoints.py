@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -60,20 +61,23 @@ def _frames(path: Path) -> int:
         conn.close()
 
 
+def _within(seconds: float, done: Callable[[], bool]) -> None:
+    """Wait until `done()` holds, at most `seconds` (the thread does the work: nothing
+    of the event loop's is needed meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _copied(worker: checkpointer.Checkpointer) -> None:
-    """Wait (up to 5 s) until the thread has copied the whole log (the thread does
-    the work: nothing of the event loop's is needed meanwhile)."""
-    deadline = time.monotonic() + 5.0
-    while worker.uncopied() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    """Wait (up to 5 s) until the thread has copied the whole log."""
+    _within(5.0, lambda: not worker.uncopied())
     assert worker.uncopied() == 0
 
 
 def _stopped(worker: checkpointer.Checkpointer) -> None:
     """Wait (up to 5 s) until the thread has ended."""
-    deadline = time.monotonic() + 5.0
-    while worker.running and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _within(5.0, lambda: not worker.running)
     assert not worker.running
 
 
