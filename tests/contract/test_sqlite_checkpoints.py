@@ -5,6 +5,7 @@ recalls, and `add_many`'s commits up to 435 ms)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import sys
 import threading
@@ -12,6 +13,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -189,6 +192,47 @@ async def test_a_thread_that_fails_says_so_and_the_backstop_takes_over(
         assert uncopied is not None
         assert uncopied < BACKSTOP  # SQLite's own checkpoint copied them
         assert len(await store.list_ids(NS)) == 5 * BATCH
+    finally:
+        await store.close()
+
+
+async def test_a_thread_that_cannot_connect_warns_once_backs_off_and_comes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the thread cannot open its own connection (no file descriptors left, say)
+    it says so once and tries again less and less often, while SQLite's backstop
+    copies the log; once it can connect, it checkpoints again. Retried every
+    RETRY_SECONDS, a lasting failure logged ten warnings a second."""
+    tries: list[float] = []
+    refuse = threading.Event()
+    refuse.set()
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if refuse.is_set():
+            tries.append(time.monotonic())
+            raise sqlite3.OperationalError("unable to open database file")
+        return sqlite3.connect(*args, **kwargs)
+
+    fake = SimpleNamespace(connect=connect, Error=sqlite3.Error, Connection=sqlite3.Connection)
+    monkeypatch.setattr(checkpointer, "sqlite3", fake)
+    path = tmp_path / "a.db"
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        worker = store.database.checkpointer
+        assert worker is not None
+        with caplog.at_level("DEBUG", logger=checkpointer.__name__):
+            await store.put_many(NS, _memories(BATCH))  # past the trigger
+            await asyncio.sleep(0.6)  # 60 tries at RETRY_SECONDS (0.01 here); 6 with backoff
+            assert worker.running
+            assert 2 <= len(tries) <= 8
+            warned = [r for r in caplog.records if r.levelname == "WARNING"]
+            assert len(warned) == 1
+            assert "retrying with backoff" in warned[0].getMessage()
+            refuse.clear()
+            _copied(worker)  # the next try connects and copies the log
+        assert worker.checkpoints == 1
+        assert any("resumed" in r.getMessage() for r in caplog.records)
+        assert len(await store.list_ids(NS)) == BATCH
     finally:
         await store.close()
 

@@ -20,7 +20,8 @@ log file itself is left as SQLite keeps it: reused from its start after a comple
 checkpoint, never cut back (the kernel zeroes each new page of a growing file).
 An unexpected error ends the thread with a record in the library's log (a bare
 thread traceback goes to stderr, which a service's logging never sees); the backstop
-then does the work.
+then does the work. When the thread cannot open its own connection, it warns once and
+backs off (`CONNECT_BACKOFF_MAX`) while the backstop does it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ _N_BACKFILL = 96
 # backstop's size behind it, and readers read their pages from it (a 1M recall loop
 # after 6,000 adds: 15.5k frames in the log, p95 37 against 31 ms once it was copied).
 RETRY_SECONDS = 0.1
+# When the thread cannot open its own connection (no file descriptors left, say), it
+# tries again after RETRY_SECONDS, doubled after each failure up to this; the backstop
+# copies the log meanwhile. Retried every RETRY_SECONDS, a lasting failure logged ten
+# warnings a second.
+CONNECT_BACKOFF_MAX = 30.0
 
 
 class Checkpointer:
@@ -129,6 +135,7 @@ class Checkpointer:
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         retry: float | None = None  # after a partial checkpoint: try again by itself
+        failures = 0  # connections refused in a row
         try:
             while True:
                 woken = self._wake.wait(retry)
@@ -141,9 +148,14 @@ class Checkpointer:
                 with self._idle:
                     asked = self._asked
                 if conn is None:
-                    conn = self._connect()
-                whole = conn is not None and self._checkpoint(conn)
-                retry = None if whole else RETRY_SECONDS
+                    conn = self._connect(failures)
+                if conn is None:
+                    failures += 1
+                    retry = min(RETRY_SECONDS * 2 ** (failures - 1), CONNECT_BACKOFF_MAX)
+                    self._next_try = time.monotonic() + retry
+                else:
+                    failures = 0
+                    retry = None if self._checkpoint(conn) else RETRY_SECONDS
                 with self._idle:
                     self._answered = asked
                     self._idle.notify_all()
@@ -156,14 +168,31 @@ class Checkpointer:
                 self._answered = self._asked
                 self._idle.notify_all()
 
-    def _connect(self) -> sqlite3.Connection | None:
+    def _connect(self, failures: int) -> sqlite3.Connection | None:
+        """The thread's own connection, or None. The first of a run of failures is a
+        warning, the rest are debug records (the caller backs off between tries), and
+        the first success after them says the thread is back."""
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
             conn.execute("PRAGMA synchronous = FULL")  # as the store's own connection
         except sqlite3.Error as e:  # SQLite's inline checkpoint (the backstop) still runs
-            log.warning("tiered-memory: no background checkpoint for %s yet: %s", self._path, e)
-            self._next_try = time.monotonic() + RETRY_SECONDS
+            if conn is not None:
+                conn.close()
+            say = log.debug if failures else log.warning
+            say(
+                "tiered-memory: no background checkpoint for %s (SQLite's own checkpoint "
+                "copies the log meanwhile; retrying with backoff): %s",
+                self._path,
+                e,
+            )
             return None
+        if failures:
+            log.info(
+                "tiered-memory: background checkpoints of %s resumed after %d failed tries",
+                self._path,
+                failures,
+            )
         return conn
 
     def _checkpoint(self, conn: sqlite3.Connection) -> bool:
