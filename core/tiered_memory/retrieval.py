@@ -438,7 +438,8 @@ class Retriever:
     ) -> None:
         rp = self.policy.retrieval
         # Only real hits seed the walk: neighbours of noise are noise.
-        found = [c for c in pool.by_id.values() if self._is_related(c, plan.weights)]
+        bar, weights = rp.seed_threshold, plan.weights  # once, not per candidate
+        found = [c for c in pool.by_id.values() if self._is_found(c, weights, bar)]
         ranked = sorted(
             found,
             key=lambda c: (c.cosine or 0.0) + (c.lexical or 0.0) * 1e-3,
