@@ -6,11 +6,12 @@ recalls, and `add_many`'s commits up to 435 ms)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,6 +53,20 @@ def _memories(n: int, start: int = 0) -> list[Memory]:
     ]
 
 
+@contextlib.asynccontextmanager
+async def _opened(
+    path: Path,
+) -> AsyncIterator[tuple[SQLiteMemoryStore, checkpointer.Checkpointer]]:
+    """A store on `path` with its checkpoint thread, closed on the way out."""
+    store = await SQLiteMemoryStore.open(path)
+    try:
+        worker = store.database.checkpointer
+        assert worker is not None
+        yield store, worker
+    finally:
+        await store.close()
+
+
 def _frames(path: Path) -> int:
     """The log's last frame (`mxFrame`), from another connection's view of it."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -86,10 +101,7 @@ def _stopped(worker: checkpointer.Checkpointer) -> None:
 
 async def test_a_thread_checkpoints_the_log_and_no_commit_does(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
-    store = await SQLiteMemoryStore.open(path)
-    try:
-        worker = store.database.checkpointer
-        assert worker is not None
+    async with _opened(path) as (store, worker):
         assert worker.running
         with store.database.read() as conn:
             inline = int(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
@@ -102,8 +114,6 @@ async def test_a_thread_checkpoints_the_log_and_no_commit_does(tmp_path: Path) -
         await store.put_many(NS, _memories(1, BATCH))  # restarts the log from its start
         assert _frames(path) < TRIGGER
         assert len(await store.list_ids(NS)) == BATCH + 1
-    finally:
-        await store.close()
     assert not worker.running
 
 
@@ -114,10 +124,7 @@ async def test_a_reader_holding_the_log_delays_the_checkpoint_and_fails_nothing(
     from being copied: the checkpoint is partial, the writes go on, and a later one
     completes once the reader is gone."""
     path = tmp_path / "a.db"
-    store = await SQLiteMemoryStore.open(path)
-    try:
-        worker = store.database.checkpointer
-        assert worker is not None
+    async with _opened(path) as (store, worker):
         await store.put_many(NS, _memories(5))
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
@@ -132,8 +139,6 @@ async def test_a_reader_holding_the_log_delays_the_checkpoint_and_fails_nothing(
         _copied(worker)
         assert worker.checkpoints == 1
         assert len(await store.list_ids(NS)) == 6 + BATCH
-    finally:
-        await store.close()
 
 
 async def test_a_partial_checkpoint_is_finished_without_another_commit(
@@ -144,10 +149,7 @@ async def test_a_partial_checkpoint_is_finished_without_another_commit(
     next commit past the trigger instead left a log of up to the backstop's size
     behind a burst of writes, and readers then read their pages from it."""
     path = tmp_path / "a.db"
-    store = await SQLiteMemoryStore.open(path)
-    try:
-        worker = store.database.checkpointer
-        assert worker is not None
+    async with _opened(path) as (store, worker):
         reader = sqlite3.connect(path, isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -158,8 +160,6 @@ async def test_a_partial_checkpoint_is_finished_without_another_commit(
         reader.close()
         _copied(worker)
         assert worker.checkpoints == 1
-    finally:
-        await store.close()
 
 
 async def test_a_thread_that_fails_says_so_and_the_backstop_takes_over(
@@ -174,10 +174,7 @@ async def test_a_thread_that_fails_says_so_and_the_backstop_takes_over(
 
     monkeypatch.setattr(checkpointer.Checkpointer, "_checkpoint", broken)
     path = tmp_path / "a.db"
-    store = await SQLiteMemoryStore.open(path)
-    try:
-        worker = store.database.checkpointer
-        assert worker is not None
+    async with _opened(path) as (store, worker):
         with caplog.at_level("ERROR", logger=checkpointer.__name__):
             await store.put_many(NS, _memories(BATCH))
             assert worker.wait_idle()
@@ -192,8 +189,6 @@ async def test_a_thread_that_fails_says_so_and_the_backstop_takes_over(
         assert uncopied is not None
         assert uncopied < BACKSTOP  # SQLite's own checkpoint copied them
         assert len(await store.list_ids(NS)) == 5 * BATCH
-    finally:
-        await store.close()
 
 
 async def test_a_thread_that_cannot_connect_warns_once_backs_off_and_comes_back(
@@ -216,10 +211,7 @@ async def test_a_thread_that_cannot_connect_warns_once_backs_off_and_comes_back(
     fake = SimpleNamespace(connect=connect, Error=sqlite3.Error, Connection=sqlite3.Connection)
     monkeypatch.setattr(checkpointer, "sqlite3", fake)
     path = tmp_path / "a.db"
-    store = await SQLiteMemoryStore.open(path)
-    try:
-        worker = store.database.checkpointer
-        assert worker is not None
+    async with _opened(path) as (store, worker):
         with caplog.at_level("DEBUG", logger=checkpointer.__name__):
             await store.put_many(NS, _memories(BATCH))  # past the trigger
             await asyncio.sleep(0.6)  # 60 tries at RETRY_SECONDS (0.01 here); 6 with backoff
@@ -233,8 +225,6 @@ async def test_a_thread_that_cannot_connect_warns_once_backs_off_and_comes_back(
         assert worker.checkpoints == 1
         assert any("resumed" in r.getMessage() for r in caplog.records)
         assert len(await store.list_ids(NS)) == BATCH
-    finally:
-        await store.close()
 
 
 async def test_closing_stops_the_thread_and_checkpoints_what_is_left(tmp_path: Path) -> None:
