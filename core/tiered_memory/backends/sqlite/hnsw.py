@@ -49,7 +49,9 @@ Rows = npt.NDArray[np.float32]
 # against 0.9985 at both for 128 (the build 179 against 366 s). 24 or 32 links at 64
 # lost queries too (0.98 at 128), at 96 they built 7-15 % faster than this, and a beam
 # growing with the graph (64 up to 250k) left the first rows' links too poor for 1M
-# (0.98): design.md, "The insert beam stays 128".
+# (0.98). Nor does a beam of 64 for the rows folded once the graph is big: cheap while
+# they are a few percent of it, recall falls with their share (a 1M graph built 128 up
+# to 250k rows, then 64: 0.95 near its late rows): design.md, "The insert beam stays 128".
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXHAUSTIVE_ROWS = 4096  # at most this many rows: an exact scan of the graph's rows
